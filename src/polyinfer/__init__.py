@@ -1,0 +1,3 @@
+"""polyinfer: continuous compilation of inference."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Built-in candidates: source modules loaded by the engine through the candidate contract."""

@@ -1,0 +1,1 @@
+"""Model specs and weights: HF safetensors directories, GGUF files and seeded presets."""
