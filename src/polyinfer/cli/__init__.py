@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 
 import typer
@@ -13,14 +14,13 @@ from polyinfer.errors import PolyinferError
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Continuous compilation of inference.")
 err = Console(stderr=True)
 
-# Each module registers its commands on `app` when imported.
-COMMAND_MODULES: list[str] = []
 
 
 def main() -> None:
     """Entry point: user errors become one clear line on stderr and exit status 2, not a traceback."""
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"polyinfer.cli.{name}")
+    # Each module of this package registers its commands on `app` when imported.
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
     try:
         app()
     except PolyinferError as e:
