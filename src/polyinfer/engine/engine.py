@@ -1,0 +1,159 @@
+"""Engine: weights resident, a paged KV pool, a scheduler and the current candidate forward pass.
+
+`step()` is schedule -> run the candidate -> sample -> update. `swap()` replaces the forward pass between
+steps without touching weights or KV memory, so sequences in flight continue under the new candidate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from polyinfer.engine.batch import Batch
+from polyinfer.engine.block_manager import BlockManager
+from polyinfer.engine.candidate import Candidate, Forward, SwapContext, import_candidate
+from polyinfer.engine.config import EngineConfig
+from polyinfer.engine.kv_pool import KVPool
+from polyinfer.engine.sampler import Sampler
+from polyinfer.engine.scheduler import Schedule, Scheduler
+from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
+from polyinfer.errors import CandidateError, RequestError
+from polyinfer.models.load import LoadedModel
+
+
+@dataclass(frozen=True, slots=True)
+class SwapReport:
+    candidate: str  # hash
+    import_s: float
+    build_s: float
+    probe_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.import_s + self.build_s + self.probe_s
+
+
+class Engine:
+    def __init__(self, model: LoadedModel, config: EngineConfig | None = None,
+                 candidate: Candidate | None = None) -> None:
+        self.model = model
+        self.config = config = config or EngineConfig()
+        self.spec = model.spec
+        self.device = torch.device(config.device)
+        self.max_model_len = min(config.max_model_len or self.spec.max_position_embeddings,
+                                 self.spec.max_position_embeddings)
+        per_block = KVPool.bytes_per_block(self.spec, config.block_size, config.torch_dtype)
+        num_blocks = config.pool_blocks(per_block, self.max_model_len)
+        self.kv = KVPool(self.spec, num_blocks, config.block_size, config.torch_dtype, self.device)
+        self.blocks = BlockManager(num_blocks, config.block_size, config.prefix_caching)
+        eos = model.tokenizer.eos_token_ids if model.tokenizer else self.spec.eos_token_ids
+        self.scheduler = Scheduler(config.scheduler, self.blocks, tuple(eos), self.max_model_len)
+        self.sampler = Sampler(self.device, config.seed)
+        self.candidate: Candidate | None = None
+        self.forward: Forward | None = None
+        self.swap(candidate or Candidate.reference())
+
+    def swap(self, candidate: Candidate) -> SwapReport:
+        """Import and build `candidate`, probe it on one small prefill, and make it current.
+
+        On any failure the previous forward pass stays in place and CandidateError is raised.
+        """
+        t0 = time.perf_counter()
+        module = import_candidate(candidate)
+        t1 = time.perf_counter()
+        ctx = SwapContext(self.spec, self.model.weights, self.kv, dict(candidate.knobs), self.device,
+                          self.config.torch_dtype)
+        try:
+            with torch.inference_mode():
+                forward = module.build(ctx)
+        except Exception as e:
+            raise CandidateError(f"candidate {candidate.label} failed in build(): {type(e).__name__}: {e}") from e
+        t2 = time.perf_counter()
+        self._probe(candidate, forward)
+        t3 = time.perf_counter()
+        self.candidate, self.forward = candidate, forward
+        return SwapReport(candidate.hash, t1 - t0, t2 - t1, t3 - t2)
+
+    def _probe(self, candidate: Candidate, forward: Forward) -> None:
+        if self.blocks.num_free == 0:
+            return
+        probe = Sequence([self.spec.bos_token_id or 0, 1, 2], SamplingParams())
+        self.blocks.grow(probe, len(probe))
+        batch = Batch.build([probe.tokens], [0], [probe.block_table], self.kv.block_size, [True], 1, self.device)
+        try:
+            self._run(candidate, forward, batch)
+        finally:
+            self.blocks.release(probe)
+
+    def _run(self, candidate: Candidate, forward: Forward, batch: Batch) -> torch.Tensor:
+        try:
+            with torch.inference_mode():
+                logits = forward(batch)
+        except Exception as e:
+            raise CandidateError(f"candidate {candidate.label} raised {type(e).__name__}: {e}") from e
+        expected = (int(batch.logits_indices.shape[0]), self.spec.vocab_size)
+        if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != expected:
+            got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise CandidateError(f"candidate {candidate.label} returned logits {got}, expected {expected}")
+        return logits
+
+    def add_request(self, prompt_ids: list[int], params: SamplingParams | None = None,
+                    arrival: float | None = None) -> Sequence:
+        params = params or SamplingParams()
+        if not prompt_ids:
+            raise RequestError("the prompt is empty")
+        bad = [t for t in prompt_ids if not 0 <= t < self.spec.vocab_size]
+        if bad:
+            raise RequestError(f"token ids {bad[:5]} are outside the vocabulary [0, {self.spec.vocab_size})")
+        if len(prompt_ids) >= self.max_model_len:
+            raise RequestError(
+                f"the prompt has {len(prompt_ids)} tokens but the model's context is {self.max_model_len}"
+            )
+        capacity = self.kv.num_blocks * self.kv.block_size
+        if min(len(prompt_ids) + params.max_tokens, self.max_model_len) > capacity:
+            raise RequestError(
+                f"the request needs up to {len(prompt_ids) + params.max_tokens} tokens of KV cache but the "
+                f"pool holds {capacity}; raise kv_cache_tokens or lower max_tokens"
+            )
+        seq = Sequence(prompt_ids, params, arrival)
+        self.scheduler.add(seq)
+        return seq
+
+    def step(self) -> list[Sequence]:
+        """Run one scheduled batch; returns the sequences that finished in it."""
+        schedule = self.scheduler.schedule()
+        if not schedule.chunks:
+            return []
+        assert self.candidate is not None and self.forward is not None
+        logits = self._run(self.candidate, self.forward, self.batch(schedule))
+        sampling = [c.seq for c in schedule.chunks if c.samples]
+        tokens = self.sampler.sample(logits.float(), [s.params for s in sampling], [s.id for s in sampling])
+        finished = self.scheduler.update(schedule, tokens)
+        for seq in finished:
+            self.sampler.forget(seq.id)
+        return finished
+
+    def batch(self, schedule: Schedule) -> Batch:
+        chunks = schedule.chunks
+        return Batch.build(
+            [c.seq.tokens[c.seq.num_computed : c.seq.num_computed + c.num_tokens] for c in chunks],
+            [c.seq.num_computed for c in chunks],
+            [c.seq.block_table for c in chunks],
+            self.kv.block_size,
+            [c.samples for c in chunks],
+            len(schedule.prefills),
+            self.device,
+        )
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]) -> list[Sequence]:
+        """Run prompts to completion with continuous batching; results in prompt order."""
+        per = params if isinstance(params, list) else [params] * len(prompts)
+        seqs = [self.add_request(p, sp) for p, sp in zip(prompts, per, strict=True)]
+        while any(s.status is not SequenceStatus.FINISHED for s in seqs):
+            self.step()
+        return seqs

@@ -1,0 +1,47 @@
+"""Sampler: greedy, or temperature -> top-k -> top-p sampling, reproducible per request when seeded."""
+
+from __future__ import annotations
+
+import torch
+
+from polyinfer.engine.sequence import SamplingParams
+
+
+class Sampler:
+    def __init__(self, device: torch.device, seed: int = 0) -> None:
+        self.device = device
+        self.default = torch.Generator(device=device).manual_seed(seed)
+        self.generators: dict[int, torch.Generator] = {}  # sequence id -> its own seeded stream
+
+    def sample(self, logits: torch.Tensor, params: list[SamplingParams], seq_ids: list[int]) -> list[int]:
+        """One token per row of `logits` [rows, vocab] (float32)."""
+        out = logits.argmax(dim=-1)
+        for row, (p, sid) in enumerate(zip(params, seq_ids, strict=True)):
+            if not p.greedy:
+                out[row] = self._draw(logits[row], p, self._generator(p, sid))
+        return out.tolist()
+
+    def forget(self, seq_id: int) -> None:
+        self.generators.pop(seq_id, None)
+
+    def _generator(self, p: SamplingParams, seq_id: int) -> torch.Generator:
+        if p.seed is None:
+            return self.default
+        if seq_id not in self.generators:
+            self.generators[seq_id] = torch.Generator(device=self.device).manual_seed(p.seed)
+        return self.generators[seq_id]
+
+    @staticmethod
+    def _draw(logits: torch.Tensor, p: SamplingParams, gen: torch.Generator) -> torch.Tensor:
+        logits = logits / p.temperature
+        if p.top_k and p.top_k < logits.numel():
+            kth = torch.topk(logits, p.top_k).values[-1]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if p.top_p < 1.0:
+            sorted_probs, order = probs.sort(descending=True)
+            # Keep the smallest prefix whose mass reaches top_p (the first token always survives).
+            drop = sorted_probs.cumsum(0) - sorted_probs >= p.top_p
+            sorted_probs[drop] = 0
+            probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+        return torch.multinomial(probs, 1, generator=gen)[0]
