@@ -19,3 +19,7 @@ class RequestError(PolyinferError):
 
 class CandidateError(PolyinferError):
     """A candidate failed to import, build, run or return valid output."""
+
+
+class BoardError(PolyinferError):
+    """The board (experiment store) cannot be opened, or a write would break a study's record."""
