@@ -1,0 +1,136 @@
+"""Decode-shaped projection `y = x @ weight.T (+ bias)` for few rows: the QKV, O, gate-up and down GEMVs.
+
+Contract: `x [M, K]` (M small, 1..64), `weight [N, K]` row-major (an nn.Linear weight), optional
+`bias [N]`, all of one float dtype with the last dimension contiguous; returns `y [M, N]` in that dtype,
+accumulated in float32 and rounded once. Decode is bound by reading `weight`, so each program streams a
+`[BLOCK_N, BLOCK_K]` tile along K (coalesced: K is contiguous) and SPLIT_K programs share a row of
+tiles when N alone gives too few programs to fill the GPU; their float32 partials are summed in a fixed
+order by a second kernel, so results do not depend on scheduling. Tiles of fewer than 16 rows use
+CUDA-core FMAs (tensor cores need M >= 16); from 16 rows on the tile uses `tl.dot`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+KNOBS: dict[str, list[int]] = {
+    "BLOCK_N": [16, 32, 64, 128],
+    "BLOCK_K": [64, 128, 256, 512],
+    "SPLIT_K": [1, 2, 4, 8],
+    "num_warps": [2, 4, 8],
+    "num_stages": [1, 2, 3, 4],
+}
+
+REDUCE_BLOCK = 1024
+
+
+@triton.jit
+def gemv_tile(x_ptr, w_ptr, stride_xm, stride_wn, rm, rn, M, N, K, k_start, k_end,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+    """float32 `[BLOCK_M, BLOCK_N]` tile of `x[rm] @ w[rn].T` over columns `k_start:k_end` (BLOCK_K-aligned)."""
+    rk = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + rm[:, None].to(tl.int64) * stride_xm + rk[None, :]
+    w_ptrs = w_ptr + rn[:, None].to(tl.int64) * stride_wn + rk[None, :]
+    m_mask, n_mask = rm[:, None] < M, rn[:, None] < N
+    if BLOCK_M >= 16:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k in range(k_start, k_end, BLOCK_K):
+            k_mask = k + rk[None, :] < K
+            x = tl.load(x_ptrs + k, mask=m_mask & k_mask, other=0.0)
+            w = tl.load(w_ptrs + k, mask=n_mask & k_mask, other=0.0)
+            acc = tl.dot(x, tl.trans(w), acc)
+        return acc
+    else:
+        # Accumulate products elementwise and reduce over K once at the end, not every step.
+        acc3 = tl.zeros([BLOCK_M, BLOCK_N, BLOCK_K], dtype=tl.float32)
+        for k in range(k_start, k_end, BLOCK_K):
+            k_mask = k + rk[None, :] < K
+            x = tl.load(x_ptrs + k, mask=m_mask & k_mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptrs + k, mask=n_mask & k_mask, other=0.0).to(tl.float32)
+            acc3 += x[:, None, :] * w[None, :, :]
+        return tl.sum(acc3, axis=2)
+
+
+@triton.jit
+def _gemv_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    M, N, K, stride_xm, stride_wn, stride_ym, stride_ys, k_per_split,
+    HAS_BIAS: tl.constexpr, PARTIAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_start = pid_k * k_per_split
+    k_end = tl.minimum(k_start + k_per_split, K)
+    acc = gemv_tile(
+        x_ptr, w_ptr, stride_xm, stride_wn, rm, rn, M, N, K, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K
+    )
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None].to(tl.int64) * stride_ym + rn[None, :]
+    if PARTIAL:
+        tl.store(y_ptr + pid_k * stride_ys + offs, acc, mask=mask)
+    else:
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+        tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _split_k_reduce_kernel(p_ptr, b_ptr, y_ptr, N, stride_ps, stride_pm, stride_ym,
+                           SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    row, pid = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    cols = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < N
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for s in range(SPLIT_K):
+        acc += tl.load(p_ptr + s * stride_ps + row * stride_pm + cols, mask=mask, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_ym + cols, acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rows_tile(m: int) -> int:
+    """Rows per tile: the whole (power-of-two padded) M up to 64, at least 16 once tensor cores pay."""
+    block = triton.next_power_of_2(m)
+    return min(64, block if block <= 8 else max(16, block))
+
+
+def gemv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    BLOCK_N: int = 64,
+    BLOCK_K: int = 128,
+    SPLIT_K: int = 1,
+    num_warps: int = 4,
+    num_stages: int = 3,
+) -> torch.Tensor:
+    m, k = x.shape
+    n = weight.shape[0]
+    block_m = rows_tile(m)
+    k_per_split = triton.cdiv(triton.cdiv(k, SPLIT_K), BLOCK_K) * BLOCK_K
+    splits = triton.cdiv(k, k_per_split)
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    partial = torch.empty((splits, m, n), dtype=torch.float32, device=x.device) if splits > 1 else y
+    b = bias if bias is not None else weight
+    grid = (triton.cdiv(n, BLOCK_N), splits, triton.cdiv(m, block_m))
+    _gemv_kernel[grid](
+        x, weight, b, partial,
+        m, n, k, x.stride(0), weight.stride(0), partial.stride(-2), partial.stride(0), k_per_split,
+        HAS_BIAS=bias is not None, PARTIAL=splits > 1,
+        BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, num_warps=num_warps, num_stages=num_stages,
+    )  # fmt: skip
+    if splits > 1:
+        _split_k_reduce_kernel[(m, triton.cdiv(n, REDUCE_BLOCK))](
+            partial, b, y, n, partial.stride(0), partial.stride(1), y.stride(0),
+            SPLIT_K=splits, HAS_BIAS=bias is not None, BLOCK=REDUCE_BLOCK,
+        )  # fmt: skip
+    return y
+
+
+def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.nn.functional.linear(x, weight, bias)
