@@ -77,7 +77,10 @@ CHAT = dataclasses.replace(PRESETS["chat"], requests=1000)
 
 def test_same_distribution_does_not_drift():
     report = drifted(synthesize(CHAT), synthesize(dataclasses.replace(CHAT, seed=7)))
-    assert not report.drifted and report.score < 0.1
+    assert not report.drifted
+    # Sketch resolution is 1/32; the rate of 1000 Poisson arrivals is known to within ~3% (1 sigma).
+    assert report.components["input_len"] <= 2 / 32 and report.components["output_len"] <= 2 / 32
+    assert report.components["arrival_rate"] < 0.15
     assert drifted(synthesize(CHAT), synthesize(CHAT)).score == 0.0
 
 

@@ -20,7 +20,7 @@ def test_same_seed_same_trace_other_seed_other_trace():
 
 
 def test_changing_lengths_keeps_arrival_times():
-    spec = SynthSpec(requests=100, input_len=SHORT)
+    spec = SynthSpec(requests=300, input_len=SHORT, turns=3)
     longer = dataclasses.replace(spec, input_len=Lognormal(200, 0.5))
     assert [r.arrival_s for r in synthesize(spec).requests] == [
         r.arrival_s for r in synthesize(longer).requests

@@ -12,7 +12,8 @@ The generative story, one session (conversation) at a time:
   for the reply). Prefix hashes follow from this content, block by block.
 
 Arrivals, lengths and prefix choices draw from separate seeded streams, so changing the length mix
-of a spec leaves its arrival times unchanged.
+of a spec leaves its arrival times unchanged (with `max_len`, a conversation cut short only loses
+its later turns).
 """
 
 from __future__ import annotations
@@ -179,9 +180,13 @@ def _conversation(
     if system is not None:
         segments.append((("system", system), spec.system_len))
     context = sum(n for _, n in segments)
-    arrival = start
+    # All think times are drawn up front so that a conversation cut short by max_len consumes the
+    # arrival stream like any other and later sessions keep their start times.
+    arrivals = start + np.concatenate(
+        ([0.0], np.cumsum(arrival_rng.exponential(spec.think_s, spec.turns - 1)))
+    )
     turns = []
-    for turn in range(spec.turns):
+    for turn, arrival in enumerate(arrivals.tolist()):
         fresh = _length(spec.input_len, length_rng, spec.scale)
         if turn == 0:
             fresh = max(1, fresh - context)  # the system prompt is part of the first prompt's length
@@ -204,7 +209,6 @@ def _conversation(
         )
         segments.append((("reply", session, turn), output))
         context += fresh + output
-        arrival += float(arrival_rng.exponential(spec.think_s)) if spec.think_s else 0.0
     return turns
 
 

@@ -115,7 +115,7 @@ class TraceBuilder:
     """
 
     def __init__(self, path: Path, format: str, block_size: int | None = None, rebase: bool = True) -> None:
-        self.path, self.format, self.block_size, self.rebase = path, format, block_size, rebase
+        self.path, self.format, self.block_size = path, format, block_size
         self.requests: list[Request] = []
         self.skipped = 0
         self.origin: float | None = None if rebase else 0.0
@@ -124,7 +124,7 @@ class TraceBuilder:
     def tick(self, line: Line, timestamp: float) -> None:
         """Advance the clock to a row's timestamp (also for rows that are filtered out)."""
         if timestamp < self.last:
-            raise line.error(f"timestamp {timestamp:g} is earlier than the previous row's {self.last:g}")
+            raise line.error(f"timestamp goes back {self.last - timestamp:.6g} s from the previous row's")
         self.last = timestamp
 
     def add(
