@@ -115,6 +115,44 @@ class ModelSpec:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def to_hf_config(self) -> dict[str, Any]:
+        """An HF `config.json` (transformers 4.x keys, which 5.x also reads) that `from_hf_config` maps
+        back to this spec, apart from `name`."""
+        arch = {family: arch for arch, family in SUPPORTED_ARCHITECTURES.items()}[self.family]
+        eos = list(self.eos_token_ids)
+        config: dict[str, Any] = {
+            "architectures": [arch],
+            "model_type": self.family,
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "hidden_act": "silu",
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope.theta,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": eos[0] if len(eos) == 1 else (eos or None),
+        }
+        if self.rope.type != "default":
+            config["rope_scaling"] = {
+                "rope_type": self.rope.type,
+                "factor": self.rope.factor,
+                "low_freq_factor": self.rope.low_freq_factor,
+                "high_freq_factor": self.rope.high_freq_factor,
+                "original_max_position_embeddings": self.rope.original_max_position_embeddings,
+            }
+        if self.qkv_bias and self.family in ("llama", "mistral"):
+            config["attention_bias"] = True
+        # Written even when None: transformers' MistralConfig would otherwise default to a 4096 window.
+        config["sliding_window"] = self.sliding_window
+        config["use_sliding_window"] = self.sliding_window is not None
+        return config
+
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], name: str = "") -> ModelSpec:
         archs = config.get("architectures") or []
@@ -178,7 +216,7 @@ def _rope_from_config(config: dict[str, Any]) -> RopeSpec:
     # transformers 5 writes `rope_parameters` (theta inside); 4.x writes `rope_theta` + `rope_scaling`.
     params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
     theta = float(params.get("rope_theta", config.get("rope_theta", 10000.0)))
-    rope_type = params.get("rope_type", params.get("type", "default"))
+    rope_type = str(params.get("rope_type", params.get("type", "default")))
     return RopeSpec(
         theta=theta,
         type=rope_type,

@@ -14,6 +14,24 @@ import torch
 from polyinfer.errors import ModelError
 from polyinfer.models.spec import ModelSpec
 
+# `LayerWeights` field -> HF tensor name under `model.layers.{i}.`
+LAYER_TENSOR_NAMES = {
+    "input_norm": "input_layernorm.weight",
+    "q_proj": "self_attn.q_proj.weight",
+    "k_proj": "self_attn.k_proj.weight",
+    "v_proj": "self_attn.v_proj.weight",
+    "o_proj": "self_attn.o_proj.weight",
+    "post_norm": "post_attention_layernorm.weight",
+    "gate_proj": "mlp.gate_proj.weight",
+    "up_proj": "mlp.up_proj.weight",
+    "down_proj": "mlp.down_proj.weight",
+    "q_bias": "self_attn.q_proj.bias",
+    "k_bias": "self_attn.k_proj.bias",
+    "v_bias": "self_attn.v_proj.bias",
+    "q_norm": "self_attn.q_norm.weight",
+    "k_norm": "self_attn.k_norm.weight",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class LayerWeights:
@@ -79,30 +97,14 @@ class Weights:
                 )
             return t
 
-        h, q, kv, inter, d = spec.hidden_size, spec.q_size, spec.kv_size, spec.intermediate_size, spec.head_dim
         layers = []
         for i in range(spec.num_layers):
-            p = f"model.layers.{i}."
-            req = {
-                "input_norm": ("input_layernorm.weight", (h,)),
-                "q_proj": ("self_attn.q_proj.weight", (q, h)),
-                "k_proj": ("self_attn.k_proj.weight", (kv, h)),
-                "v_proj": ("self_attn.v_proj.weight", (kv, h)),
-                "o_proj": ("self_attn.o_proj.weight", (h, q)),
-                "post_norm": ("post_attention_layernorm.weight", (h,)),
-                "gate_proj": ("mlp.gate_proj.weight", (inter, h)),
-                "up_proj": ("mlp.up_proj.weight", (inter, h)),
-                "down_proj": ("mlp.down_proj.weight", (h, inter)),
+            parts = {
+                role: take(f"model.layers.{i}.{LAYER_TENSOR_NAMES[role]}", shape)
+                for role, shape in layer_shapes(spec).items()
             }
-            parts = {k: take(p + n, s) for k, (n, s) in req.items()}
-            if spec.qkv_bias:
-                parts["q_bias"] = take(p + "self_attn.q_proj.bias", (q,))
-                parts["k_bias"] = take(p + "self_attn.k_proj.bias", (kv,))
-                parts["v_bias"] = take(p + "self_attn.v_proj.bias", (kv,))
-            if spec.qk_norm:
-                parts["q_norm"] = take(p + "self_attn.q_norm.weight", (d,))
-                parts["k_norm"] = take(p + "self_attn.k_norm.weight", (d,))
             layers.append(LayerWeights(**parts))  # type: ignore[arg-type]
+        h = spec.hidden_size
         embed = take("model.embed_tokens.weight", (spec.vocab_size, h))
         norm = take("model.norm.weight", (h,))
         lm_head = None if spec.tie_word_embeddings else take("lm_head.weight", (spec.vocab_size, h), required=False)
@@ -110,5 +112,51 @@ class Weights:
             if not spec.tie_word_embeddings:
                 raise ModelError("checkpoint has no 'lm_head.weight' and the config does not tie embeddings")
             lm_head = embed
-        assert embed is not None and norm is not None
+        assert embed is not None and norm is not None and lm_head is not None
         return cls(embed=embed, layers=tuple(layers), norm=norm, lm_head=lm_head)
+
+    def to_state_dict(self) -> dict[str, torch.Tensor]:
+        """HF-named tensors, the inverse of `from_state_dict`; a tied LM head is left out, as HF saves it."""
+        out = {"model.embed_tokens.weight": self.embed}
+        for i, layer in enumerate(self.layers):
+            for f in fields(layer):
+                t = getattr(layer, f.name)
+                if t is not None:
+                    out[f"model.layers.{i}.{LAYER_TENSOR_NAMES[f.name]}"] = t
+        out["model.norm.weight"] = self.norm
+        if self.lm_head is not self.embed:
+            out["lm_head.weight"] = self.lm_head
+        return out
+
+
+def layer_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """`LayerWeights` field -> shape, for the fields this spec uses (QKV biases, QK norms only when set)."""
+    h, q, kv, inter, d = spec.hidden_size, spec.q_size, spec.kv_size, spec.intermediate_size, spec.head_dim
+    shapes = {
+        "input_norm": (h,),
+        "q_proj": (q, h),
+        "k_proj": (kv, h),
+        "v_proj": (kv, h),
+        "o_proj": (h, q),
+        "post_norm": (h,),
+        "gate_proj": (inter, h),
+        "up_proj": (inter, h),
+        "down_proj": (h, inter),
+    }
+    if spec.qkv_bias:
+        shapes |= {"q_bias": (q,), "k_bias": (kv,), "v_bias": (kv,)}
+    if spec.qk_norm:
+        shapes |= {"q_norm": (d,), "k_norm": (d,)}
+    return shapes
+
+
+def tensor_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """HF name -> shape of every tensor the first `spec.num_layers` layers need; no LM head when tied."""
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (spec.vocab_size, spec.hidden_size)}
+    for i in range(spec.num_layers):
+        for role, shape in layer_shapes(spec).items():
+            out[f"model.layers.{i}.{LAYER_TENSOR_NAMES[role]}"] = shape
+    out["model.norm.weight"] = (spec.hidden_size,)
+    if not spec.tie_word_embeddings:
+        out["lm_head.weight"] = (spec.vocab_size, spec.hidden_size)
+    return out

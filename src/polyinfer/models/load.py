@@ -1,0 +1,57 @@
+"""load_model: one model reference -> a LoadedModel, whatever the source.
+
+A reference is None (the embedded default), a directory (an HF checkpoint), a path ending in `.gguf`,
+or the name of a preset (random weights at a real model's shape) or of the embedded default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from polyinfer.errors import ModelError
+from polyinfer.models.checkpoint import load_checkpoint
+from polyinfer.models.default import DEFAULT_NAME, default_checkpoint
+from polyinfer.models.gguf_file import load_gguf
+from polyinfer.models.loaded_model import LoadedModel
+from polyinfer.models.presets import PRESETS, load_preset
+
+__all__ = ["LoadedModel", "load_model"]
+
+
+def load_model(
+    ref: str | None,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    num_layers: int | None = None,
+) -> LoadedModel:
+    """Load `ref` into `dtype` on `device`; with `num_layers=k` only the first k layers are read.
+
+    Raises ModelError for any reference that cannot be loaded, saying why.
+    """
+    device = torch.device(device)
+    if ref is None or ref == DEFAULT_NAME:
+        loaded = load_checkpoint(default_checkpoint(), dtype=dtype, device=device, num_layers=num_layers)
+        return LoadedModel(
+            loaded.spec, loaded.weights, loaded.tokenizer, f"default:{DEFAULT_NAME}", loaded.weights_hash
+        )
+    path = Path(ref).expanduser()
+    if ref.endswith(".gguf"):
+        return load_gguf(path, dtype=dtype, device=device, num_layers=num_layers)
+    if path.is_dir():
+        return load_checkpoint(path, dtype=dtype, device=device, num_layers=num_layers)
+    if ref in PRESETS:
+        return load_preset(ref, dtype=dtype, device=device, num_layers=num_layers)
+    if os.sep in ref or ref.startswith((".", "~")) or path.exists():
+        raise ModelError(
+            f"no checkpoint directory at {ref}; give a directory holding config.json and "
+            "*.safetensors, or a .gguf file"
+        )
+    raise ModelError(
+        f"unknown model {ref!r}: give a preset name ({', '.join(PRESETS)}), {DEFAULT_NAME!r} (the embedded "
+        "default, also used when no model is given), an HF checkpoint directory (config.json + "
+        "*.safetensors), or a path to a .gguf file"
+    )
