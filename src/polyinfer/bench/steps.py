@@ -35,7 +35,7 @@ class StepTiming:
 def step_batch(engine: Engine, batch_size: int, context_len: int, query_len: int) -> tuple[Batch, list[Sequence]]:
     """A batch of `batch_size` sequences feeding `query_len` tokens each at the end of a `context_len`
     context. KV blocks are taken from the pool (their contents are whatever is there: timing only)."""
-    seqs = []
+    seqs: list[Sequence] = []
     for _ in range(batch_size):
         seq = Sequence([1] * context_len, SamplingParams())
         if not engine.blocks.can_grow(seq, context_len):

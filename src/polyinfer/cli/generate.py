@@ -66,11 +66,11 @@ def generate(
     while seq.status is not SequenceStatus.FINISHED:
         engine.step()
         if tok is not None and not as_json:
-            text = tok.decode(seq.output_ids)
-            if text.startswith(shown):
-                sys.stdout.write(text[len(shown):])
+            so_far = tok.decode(seq.output_ids)
+            if so_far.startswith(shown):  # a partial UTF-8 character decodes differently once complete
+                sys.stdout.write(so_far[len(shown):])
                 sys.stdout.flush()
-                shown = text
+                shown = so_far
     t2 = time.perf_counter()
     text = tok.decode(seq.output_ids) if tok is not None else None
     decode_s = seq.token_times[-1] - seq.token_times[0] if len(seq.token_times) > 1 else 0.0

@@ -90,7 +90,9 @@ class Scheduler:
             if chunk:
                 prefills.append(chunk)
                 budget -= chunk.num_tokens
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+        # A step that had to preempt admits nobody: the pool is short, and re-admitting the victim at once
+        # would only thrash.
+        while not preempted and self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
             self.blocks.match_prefix(seq)
             chunk = self._prefill_chunk(seq, budget)

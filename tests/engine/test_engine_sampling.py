@@ -1,0 +1,57 @@
+"""Sampling: greedy, temperature, top-k and top-p, and seeded reproducibility."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from polyinfer.engine.sampler import Sampler
+from polyinfer.engine.sequence import SamplingParams
+from polyinfer.errors import RequestError
+
+CPU = torch.device("cpu")
+
+
+def draw(params: SamplingParams, logits: torch.Tensor, n: int, seq_id: int = 0) -> list[int]:
+    sampler = Sampler(CPU)
+    return [sampler.sample(logits[None], [params], [seq_id])[0] for _ in range(n)]
+
+
+def test_greedy_is_argmax():
+    logits = torch.randn(5, 50)
+    assert Sampler(CPU).sample(logits, [SamplingParams()] * 5, list(range(5))) == logits.argmax(-1).tolist()
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent():
+    logits = torch.randn(200)
+    p = SamplingParams(temperature=1.0, seed=5)
+    assert draw(p, logits, 30) == draw(p, logits, 30)
+    assert draw(p, logits, 30) != draw(SamplingParams(temperature=1.0, seed=6), logits, 30)
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy():
+    logits = torch.randn(100)
+    best = int(logits.argmax())
+    assert set(draw(SamplingParams(temperature=2.0, top_k=1, seed=0), logits, 20)) == {best}
+    assert set(draw(SamplingParams(temperature=2.0, top_p=1e-6, seed=0), logits, 20)) == {best}
+
+
+def test_top_k_and_top_p_restrict_support():
+    logits = torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0, -1.0])
+    assert set(draw(SamplingParams(temperature=1.0, top_k=2, seed=1), logits, 200)) == {0, 1}
+    probs = torch.softmax(logits, 0)  # 0.64, 0.24, 0.09...: top_p 0.8 keeps the first two
+    assert probs[:1].sum() < 0.8 <= probs[:2].sum()
+    assert set(draw(SamplingParams(temperature=1.0, top_p=0.8, seed=1), logits, 200)) == {0, 1}
+
+
+def test_temperature_follows_the_softmax():
+    logits = torch.tensor([1.0, 0.0, -1.0])
+    counts = torch.bincount(torch.tensor(draw(SamplingParams(temperature=0.5, seed=3), logits, 3000)), minlength=3)
+    expected = torch.softmax(logits / 0.5, 0) * 3000
+    assert torch.all((counts - expected).abs() < 0.1 * 3000)
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": -1}, {"top_p": 0}, {"top_k": -2}, {"max_tokens": 0}])
+def test_invalid_params_are_refused(kwargs):
+    with pytest.raises(RequestError):
+        SamplingParams(**kwargs)
