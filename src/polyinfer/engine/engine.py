@@ -55,10 +55,11 @@ class Engine:
         self.forward: Forward | None = None
         self.swap(candidate or Candidate.reference())
 
-    def swap(self, candidate: Candidate) -> SwapReport:
-        """Import and build `candidate`, probe it on one small prefill, and make it current.
+    def prepare(self, candidate: Candidate) -> tuple[Forward, SwapReport]:
+        """Import and build `candidate` and probe it on one small prefill, without making it current.
 
-        On any failure the previous forward pass stays in place and CandidateError is raised.
+        Several prepared forwards can live side by side (they share weights and the KV pool), which is
+        what interleaved A/B timing needs. Raises CandidateError on any failure.
         """
         t0 = time.perf_counter()
         module = import_candidate(candidate)
@@ -73,8 +74,13 @@ class Engine:
         t2 = time.perf_counter()
         self._probe(candidate, forward)
         t3 = time.perf_counter()
+        return forward, SwapReport(candidate.hash, t1 - t0, t2 - t1, t3 - t2)
+
+    def swap(self, candidate: Candidate) -> SwapReport:
+        """Make `candidate` the forward pass of every later step; on failure the previous one stays."""
+        forward, report = self.prepare(candidate)
         self.candidate, self.forward = candidate, forward
-        return SwapReport(candidate.hash, t1 - t0, t2 - t1, t3 - t2)
+        return report
 
     def _probe(self, candidate: Candidate, forward: Forward) -> None:
         if self.blocks.num_free == 0:
