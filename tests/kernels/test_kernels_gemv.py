@@ -3,13 +3,13 @@ import torch
 
 from polyinfer.kernels import gemv as kernel
 
-# rows: one token, an FMA tile of 3 padded to 4, a tensor-core tile of 16 for 9 rows, two M-blocks past 64;
-# N and K are not multiples of any block.
+# rows: one token, 3 (an FMA tile of 4 or a tensor-core tile of 16, by FMA_ROWS), 9 (a 16-row tile),
+# 70 (two 64-row tiles); N and K are multiples of no block.
 SHAPES = [(1, 100, 300), (3, 70, 257), (9, 45, 130), (70, 24, 96)]
 KNOB_SETTINGS = [
     {},
-    {"BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 2, "num_stages": 1},
-    {"BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 2},
+    {"BLOCK_N": 16, "BLOCK_K": 64, "SPLIT_K": 4, "FMA_ROWS": 4, "num_warps": 2, "num_stages": 1},
+    {"BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 2, "FMA_ROWS": 8},
 ]
 
 

@@ -3,7 +3,7 @@ import torch
 
 from polyinfer.kernels import lm_head_argmax as kernel
 
-KNOB_SETTINGS = [{}, {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 2, "num_stages": 1}]
+KNOB_SETTINGS = [{}, {"BLOCK_N": 16, "BLOCK_K": 64, "FMA_ROWS": 4, "num_warps": 2, "num_stages": 1}]
 
 
 @pytest.mark.parametrize("knobs", KNOB_SETTINGS)

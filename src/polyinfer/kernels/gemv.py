@@ -5,8 +5,8 @@ Contract: `x [M, K]` (M small, 1..64), `weight [N, K]` row-major (an nn.Linear w
 accumulated in float32 and rounded once. Decode is bound by reading `weight`, so each program streams a
 `[BLOCK_N, BLOCK_K]` tile along K (coalesced: K is contiguous) and SPLIT_K programs share a row of
 tiles when N alone gives too few programs to fill the GPU; their float32 partials are summed in a fixed
-order by a second kernel, so results do not depend on scheduling. Tiles of fewer than 16 rows use
-CUDA-core FMAs (tensor cores need M >= 16); from 16 rows on the tile uses `tl.dot`.
+order by a second kernel, so results do not depend on scheduling. Up to FMA_ROWS rows are multiplied
+with CUDA-core FMAs; more rows are padded to a tile of 16 to 64 and use `tl.dot` (tensor cores need 16).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ KNOBS: dict[str, list[int]] = {
     "BLOCK_N": [16, 32, 64, 128],
     "BLOCK_K": [64, 128, 256, 512],
     "SPLIT_K": [1, 2, 4, 8],
+    "FMA_ROWS": [1, 2, 4, 8],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3, 4],
 }
@@ -92,10 +93,10 @@ def _split_k_reduce_kernel(p_ptr, b_ptr, y_ptr, N, stride_ps, stride_pm, stride_
     tl.store(y_ptr + row * stride_ym + cols, acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def rows_tile(m: int) -> int:
-    """Rows per tile: the whole (power-of-two padded) M up to 64, at least 16 once tensor cores pay."""
+def rows_tile(m: int, fma_rows: int) -> int:
+    """Rows per tile: M padded to a power of two, for FMAs up to `fma_rows` rows, else 16 to 64 for `tl.dot`."""
     block = triton.next_power_of_2(m)
-    return min(64, block if block <= 8 else max(16, block))
+    return block if m <= fma_rows else min(64, max(16, block))
 
 
 def gemv(
@@ -103,15 +104,16 @@ def gemv(
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     *,
-    BLOCK_N: int = 64,
-    BLOCK_K: int = 128,
+    BLOCK_N: int = 32,
+    BLOCK_K: int = 256,
     SPLIT_K: int = 1,
+    FMA_ROWS: int = 1,
     num_warps: int = 4,
     num_stages: int = 3,
 ) -> torch.Tensor:
     m, k = x.shape
     n = weight.shape[0]
-    block_m = rows_tile(m)
+    block_m = rows_tile(m, FMA_ROWS)
     k_per_split = triton.cdiv(triton.cdiv(k, SPLIT_K), BLOCK_K) * BLOCK_K
     splits = triton.cdiv(k, k_per_split)
     y = torch.empty((m, n), dtype=x.dtype, device=x.device)

@@ -6,8 +6,9 @@ last dimension contiguous. Returns int64 token ids `[M]`, equal to
 before comparing, as the unfused logits are, and ties go to the lowest token id.
 
 The first kernel computes a `[BLOCK_M, BLOCK_N]` logit tile per program over the full K (the vocabulary
-alone gives thousands of programs, so there is no split-K) and keeps only each row's best value and
-index; a second kernel reduces the `[M, V / BLOCK_N]` candidates. Only those candidates reach memory.
+alone gives thousands of programs, so there is no split-K) with gemv's tile (FMA_ROWS as there) and
+keeps only each row's best value and index; a second kernel reduces the `[M, V / BLOCK_N]` candidates.
+Only those candidates reach memory.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from polyinfer.kernels.gemv import gemv_tile, rows_tile
 KNOBS: dict[str, list[int]] = {
     "BLOCK_N": [16, 32, 64, 128],
     "BLOCK_K": [64, 128, 256, 512],
+    "FMA_ROWS": [1, 2, 4, 8],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3, 4],
 }
@@ -66,14 +68,15 @@ def lm_head_argmax(
     x: torch.Tensor,
     weight: torch.Tensor,
     *,
-    BLOCK_N: int = 64,
+    BLOCK_N: int = 32,
     BLOCK_K: int = 256,
+    FMA_ROWS: int = 1,
     num_warps: int = 4,
     num_stages: int = 3,
 ) -> torch.Tensor:
     m, k = x.shape
     vocab = weight.shape[0]
-    block_m = rows_tile(m)
+    block_m = rows_tile(m, FMA_ROWS)
     num_tiles = triton.cdiv(vocab, BLOCK_N)
     vals = torch.empty((m, num_tiles), dtype=torch.float32, device=x.device)
     idx = torch.empty((m, num_tiles), dtype=torch.int32, device=x.device)

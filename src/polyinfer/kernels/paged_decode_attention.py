@@ -23,7 +23,7 @@ import triton.language as tl
 
 KNOBS: dict[str, list[int]] = {
     "BLOCK": [16, 32, 64, 128],
-    "NUM_SPLITS": [1, 2, 4, 8, 16],
+    "NUM_SPLITS": [1, 2, 4, 8, 16, 32],
     "USE_DOT": [0, 1],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3],
@@ -31,7 +31,7 @@ KNOBS: dict[str, list[int]] = {
 
 LOG2E = 1.4426950408889634
 # A finite "minus infinity": a fully masked tile then rescales by exp2(0) instead of exp2(nan).
-NEG_BIG = -1.0e30
+NEG_BIG = tl.constexpr(-1.0e30)
 NO_WINDOW = 1 << 30  # a window longer than any context: attend to everything
 
 
@@ -120,8 +120,8 @@ def paged_decode_attention(
     sliding_window: int | None = None,
     *,
     BLOCK: int = 64,
-    NUM_SPLITS: int = 4,
-    USE_DOT: int = 0,
+    NUM_SPLITS: int = 16,
+    USE_DOT: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
 ) -> torch.Tensor:

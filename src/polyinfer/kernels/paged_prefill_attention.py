@@ -29,7 +29,7 @@ KNOBS: dict[str, list[int]] = {
 }
 
 LOG2E = 1.4426950408889634
-NEG_BIG = -1.0e30  # finite, so a fully masked tile rescales by exp2(0) instead of exp2(nan)
+NEG_BIG = tl.constexpr(-1.0e30)  # finite, so a fully masked tile rescales by exp2(0) instead of exp2(nan)
 NO_WINDOW = 1 << 30  # a window longer than any context: attend to everything
 
 

@@ -2,8 +2,10 @@
 
 Each kernel is the module `polyinfer.kernels.<name>`, which defines a launcher function of the same
 name, a `reference` taking the same data arguments (the launcher adds its knobs as keyword-only
-arguments, one per `KNOBS` key) and `KNOBS = {knob: [choice, ...]}`. Modules import Triton, so they
-are imported only on `load`; listing the names needs no Triton.
+arguments, one per `KNOBS` key) and `KNOBS = {knob: [choice, ...]}`. The defaults suit an H200 in
+bfloat16; any assignment from the choices computes the same result, but a few large tiles at large M
+exceed shared memory and raise Triton's `OutOfResources` on launch: a searcher scores those as invalid.
+Modules import Triton, so they are imported only on `load`; listing the names needs no Triton.
 """
 
 from __future__ import annotations
