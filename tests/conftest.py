@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+# Triton kernels run on the CPU through Triton's interpreter, which is chosen when a kernel module is
+# imported; `TRITON_INTERPRET=0 pytest` on a GPU machine runs them compiled instead.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Building blocks that candidates compose: fused weight layouts, attention variants, RoPE tables."""
