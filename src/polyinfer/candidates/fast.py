@@ -20,7 +20,7 @@ from polyinfer.candidates.reference import rms_norm, rotate_half
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import SwapContext
 
-KNOBS = {
+KNOBS: dict[str, list] = {
     "fuse_qkv": [False, True],
     "fuse_gate_up": [False, True],
     "rope": ["compute", "table"],
