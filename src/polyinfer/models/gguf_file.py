@@ -89,10 +89,8 @@ class GGUFFile:
     def hf_config(self) -> dict[str, Any]:
         """The HF `config.json` equivalent of this file's metadata."""
         a = self.arch
-        hidden, heads = (
-            int(self.require(f"{a}.embedding_length")),
-            int(self.require(f"{a}.attention.head_count")),
-        )
+        hidden = int(self.require(f"{a}.embedding_length"))
+        heads = int(self.require(f"{a}.attention.head_count"))
         head_dim = int(
             self.value(f"{a}.attention.key_length")
             or self.value(f"{a}.rope.dimension_count")

@@ -14,7 +14,6 @@ import torch
 from polyinfer.errors import ModelError
 from polyinfer.models.checkpoint import load_checkpoint
 from polyinfer.models.default import DEFAULT_NAME, default_checkpoint
-from polyinfer.models.gguf_file import load_gguf
 from polyinfer.models.loaded_model import LoadedModel
 from polyinfer.models.presets import PRESETS, load_preset
 
@@ -40,6 +39,9 @@ def load_model(
         )
     path = Path(ref).expanduser()
     if ref.endswith(".gguf"):
+        # Imported here so that presets and checkpoint directories load where `gguf` is not installed.
+        from polyinfer.models.gguf_file import load_gguf
+
         return load_gguf(path, dtype=dtype, device=device, num_layers=num_layers)
     if path.is_dir():
         return load_checkpoint(path, dtype=dtype, device=device, num_layers=num_layers)
