@@ -118,3 +118,13 @@ def test_cli_reports_one_line_and_exits_2(tmp_path):
         )
         assert run.returncode == 2, run.stderr
         assert "error:" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("flag", ["attention_bias", "mlp_bias"])
+def test_llama_biases_are_refused_not_dropped(flag):
+    from polyinfer.models.spec import ModelSpec
+
+    config = {"architectures": ["LlamaForCausalLM"], "vocab_size": 32, "hidden_size": 16, "intermediate_size": 32,
+              "num_hidden_layers": 1, "num_attention_heads": 2, flag: True}
+    with pytest.raises(ModelError, match=flag):
+        ModelSpec.from_hf_config(config)

@@ -146,8 +146,6 @@ class ModelSpec:
                 "high_freq_factor": self.rope.high_freq_factor,
                 "original_max_position_embeddings": self.rope.original_max_position_embeddings,
             }
-        if self.qkv_bias and self.family in ("llama", "mistral"):
-            config["attention_bias"] = True
         # Written even when None: transformers' MistralConfig would otherwise default to a 4096 window.
         config["sliding_window"] = self.sliding_window
         config["use_sliding_window"] = self.sliding_window is not None
@@ -179,7 +177,7 @@ class ModelSpec:
                 rope=_rope_from_config(config),
                 max_position_embeddings=int(config.get("max_position_embeddings", 4096)),
                 tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-                qkv_bias=family == "qwen2" or bool(config.get("attention_bias", False)),
+                qkv_bias=family == "qwen2",
                 qk_norm=family == "qwen3",
                 sliding_window=_sliding_window(config, family),
                 bos_token_id=config.get("bos_token_id"),
@@ -190,8 +188,10 @@ class ModelSpec:
             raise ModelError(f"config.json is missing the required key {e.args[0]!r}") from None
         except (TypeError, ValueError) as e:
             raise ModelError(f"config.json has a value of the wrong type: {e}") from None
-        if config.get("attention_bias") and family == "llama" and config.get("mlp_bias"):
-            raise ModelError("Llama configs with mlp_bias=true are not supported")
+        for flag in ("attention_bias", "mlp_bias"):
+            if config.get(flag) and family in ("llama", "mistral"):
+                # HF then adds biases to o_proj (or the MLP) too, which this engine's weights do not carry.
+                raise ModelError(f"{arch} configs with {flag}=true are not supported")
         return spec
 
     @classmethod
