@@ -21,5 +21,9 @@ class CandidateError(PolyinferError):
     """A candidate failed to import, build, run or return valid output."""
 
 
+class ReviewError(PolyinferError):
+    """An artifact is missing, or a review action is not allowed for it (state, verification, staleness)."""
+
+
 class BoardError(PolyinferError):
     """The board (experiment store) cannot be opened, or a write would break a study's record."""
