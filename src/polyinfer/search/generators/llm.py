@@ -161,10 +161,7 @@ class LLMAgent:
         candidate = Candidate(reply.code, {}, f"{self.name}-{self._rounds}")
         verdict = screen(candidate)
         if not verdict.ok:
-            return self._fail(
-                f"{candidate.label} was rejected by screening: {'; '.join(verdict.reasons)}",
-                (candidate.hash,),
-            )
+            return self._fail(f"{candidate.label} was rejected by screening: {'; '.join(verdict.reasons)}")
         if snapshot.candidate(candidate.hash) is not None:
             return self._fail(f"{candidate.label} is already on the board", (candidate.hash,))
         self._failures_in_row = 0
