@@ -32,7 +32,9 @@ class StepTiming:
         return statistics.pstdev(self.seconds) / statistics.mean(self.seconds)
 
 
-def step_batch(engine: Engine, batch_size: int, context_len: int, query_len: int) -> tuple[Batch, list[Sequence]]:
+def step_batch(
+    engine: Engine, batch_size: int, context_len: int, query_len: int
+) -> tuple[Batch, list[Sequence]]:
     """A batch of `batch_size` sequences feeding `query_len` tokens each at the end of a `context_len`
     context. KV blocks are taken from the pool (their contents are whatever is there: timing only)."""
     seqs: list[Sequence] = []
@@ -47,13 +49,21 @@ def step_batch(engine: Engine, batch_size: int, context_len: int, query_len: int
     start = context_len - query_len
     gen = torch.Generator().manual_seed(batch_size * 7919 + context_len)
     ids = torch.randint(0, engine.spec.vocab_size, (batch_size, query_len), generator=gen).tolist()
-    batch = Batch.build(ids, [start] * batch_size, [s.block_table for s in seqs], engine.kv.block_size,
-                        [True] * batch_size, 0 if query_len == 1 else batch_size, engine.device)
+    batch = Batch.build(
+        ids,
+        [start] * batch_size,
+        [s.block_table for s in seqs],
+        engine.kv.block_size,
+        [True] * batch_size,
+        0 if query_len == 1 else batch_size,
+        engine.device,
+    )
     return batch, seqs
 
 
-def time_step(engine: Engine, batch_size: int, context_len: int, query_len: int = 1,
-              reps: int = 30, warmup: int = 5) -> StepTiming:
+def time_step(
+    engine: Engine, batch_size: int, context_len: int, query_len: int = 1, reps: int = 30, warmup: int = 5
+) -> StepTiming:
     """Time the forward pass alone (plus greedy argmax) at one batch shape."""
     batch, seqs = step_batch(engine, batch_size, context_len, query_len)
     forward = engine.forward
@@ -72,8 +82,12 @@ def engine_decode_tok_s(engine: Engine, batch_size: int, prompt_len: int, steps:
     """Output tokens per second of whole engine steps once every sequence is decoding."""
     gen = torch.Generator().manual_seed(prompt_len)
     params = SamplingParams(max_tokens=steps + 8, ignore_eos=True)
-    seqs = [engine.add_request(torch.randint(0, engine.spec.vocab_size, (prompt_len,), generator=gen).tolist(),
-                               params) for _ in range(batch_size)]
+    seqs = [
+        engine.add_request(
+            torch.randint(0, engine.spec.vocab_size, (prompt_len,), generator=gen).tolist(), params
+        )
+        for _ in range(batch_size)
+    ]
     while any(s.in_prefill for s in seqs):
         engine.step()
     for _ in range(2):

@@ -14,7 +14,9 @@ def time_calls(fn: Callable[[], object], device: torch.device, reps: int, warmup
         fn()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)
+        ]
         for start, end in events:
             start.record()
             fn()

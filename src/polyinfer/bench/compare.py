@@ -1,0 +1,128 @@
+"""Interleaved A/B: a candidate against the incumbent in the same engine session, on either tier.
+
+Both candidates are prepared side by side (`Engine.prepare`), so no swap separates their timings.
+Each round visits them in a seeded random order, on the fast tier shape by shape, on the full tier one
+whole replay each. `ab_fast` and `ab_full` are module-level so that an EngineProcess can run them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from polyinfer.bench import fast_tier
+from polyinfer.bench.fast_tier import FastTierResult, Timings
+from polyinfer.bench.metrics import ServingMetrics
+from polyinfer.bench.replay import ReplayOptions, replay
+from polyinfer.bench.shapes import Limits, ShapeMix
+from polyinfer.bench.stats import Comparison, summarize
+from polyinfer.engine.candidate import Candidate, Forward
+from polyinfer.engine.engine import Engine
+from polyinfer.traffic.profile import WorkloadProfile
+from polyinfer.traffic.trace import Trace
+
+M = TypeVar("M", FastTierResult, ServingMetrics)
+
+
+@dataclass(frozen=True, slots=True)
+class ABResult(Generic[M]):
+    """The comparison, with each side's measurement (fast tier: pooled over rounds; full tier: the
+    round whose replay was the median for that side)."""
+
+    comparison: Comparison
+    incumbent: M
+    candidate: M
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "comparison": self.comparison.to_json(),
+            "incumbent": self.incumbent.to_json(),
+            "candidate": self.candidate.to_json(),
+        }
+
+
+def ab_fast(
+    engine: Engine,
+    incumbent: Candidate,
+    candidate: Candidate,
+    profile: WorkloadProfile,
+    full_layers: int,
+    rounds: int = 10,
+    reps: int = 10,
+    warmup: int = 2,
+    margin: float = 0.01,
+    seed: int = 0,
+) -> ABResult[FastTierResult]:
+    """Per round, the predicted score (output tok/s) of each from that round's calls, and their ratio."""
+    mix = ShapeMix.of(profile, Limits.of(engine))
+    sides = (incumbent, candidate)
+    forwards = [fast_tier.prepare_layers(engine, c) for c in sides]
+    pooled: list[Timings] = [{}, {}]
+    order = random.Random(seed)
+    ratios = []
+    for _ in range(rounds):
+        visit = order.sample([0, 1], 2)
+        timings: list[Timings] = [{}, {}]
+        fast_tier.time_round(
+            engine, [forwards[i] for i in visit], mix.shapes, reps, warmup, [timings[i] for i in visit]
+        )
+        scores = [fast_tier.result(c, mix, t, full_layers).score for c, t in zip(sides, timings, strict=True)]
+        ratios.append(scores[1] / scores[0])
+        for total, new in zip(pooled, timings, strict=True):
+            for key, seconds in new.items():
+                total.setdefault(key, []).extend(seconds)
+    results = [fast_tier.result(c, mix, t, full_layers) for c, t in zip(sides, pooled, strict=True)]
+    comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
+    return ABResult(comparison, results[0], results[1])
+
+
+def ab_full(
+    engine: Engine,
+    incumbent: Candidate,
+    candidate: Candidate,
+    trace: Trace,
+    options: ReplayOptions | None = None,
+    rounds: int = 3,
+    margin: float = 0.01,
+    seed: int = 0,
+) -> ABResult[ServingMetrics]:
+    """Per round, one replay of `trace` under each, and the ratio of their output tok/s."""
+    sides = (incumbent, candidate)
+    forwards = [engine.prepare(c)[0] for c in sides]
+    order = random.Random(seed)
+    runs: list[list[ServingMetrics]] = [[], []]
+    for _ in range(rounds):
+        for i in order.sample([0, 1], 2):
+            with _current(engine, sides[i], forwards[i]):
+                runs[i].append(replay(engine, trace, options))
+    ratios = [b.output_tok_s / a.output_tok_s for a, b in zip(*runs, strict=True)]
+    comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
+    median = [sorted(r, key=lambda m: m.output_tok_s)[len(r) // 2] for r in runs]
+    return ABResult(comparison, median[0], median[1])
+
+
+@contextlib.contextmanager
+def _current(engine: Engine, candidate: Candidate, forward: Forward) -> Iterator[None]:
+    """Run engine steps on a prepared forward, then put the engine's own candidate back."""
+    saved = engine.candidate, engine.forward
+    engine.candidate, engine.forward = candidate, forward
+    try:
+        yield
+    finally:
+        engine.candidate, engine.forward = saved
+
+
+def confirm(measure: Callable[[], ABResult[M]], rechecks: int = 2) -> ABResult[M]:
+    """Run `measure`; when it reports a suspicious speedup, run it `rechecks` more times and keep the
+    most conservative result (the lowest median ratio), marked with how often it was re-measured."""
+    first = measure()
+    if not first.comparison.needs_remeasure:
+        return first
+    results = [first]
+    results.extend(measure() for _ in range(rechecks))
+    kept = min(results, key=lambda r: r.comparison.median)
+    return dataclasses.replace(kept, comparison=dataclasses.replace(kept.comparison, remeasured=rechecks))

@@ -1,0 +1,61 @@
+"""Interleaved A/B on a real (tiny) engine: a deliberately slowed candidate is called slower, the
+reference against itself is the same, and a suspicious speedup is measured again.
+
+Effects are made large (tens of milliseconds of sleep against a ~1 ms forward pass) so that the
+verdicts hold on a busy machine; nothing here asserts an absolute speed.
+"""
+
+from __future__ import annotations
+
+from bench.workloads import sleepy, small_trace
+from polyinfer.bench.compare import ab_fast, ab_full, confirm
+from polyinfer.bench.fast_tier import measure
+from polyinfer.bench.replay import ReplayOptions
+from polyinfer.bench.stats import Verdict
+from polyinfer.engine.candidate import Candidate
+from polyinfer.traffic.profile import WorkloadProfile
+
+REFERENCE = Candidate.reference()
+PROFILE = WorkloadProfile.of(small_trace(8))
+FAST = {"full_layers": 3, "reps": 5, "warmup": 1}
+
+
+def test_fast_tier_measures_every_shape_at_two_depths(engine):
+    r = measure(engine, REFERENCE, PROFILE, full_layers=30, reps=3, warmup=1, rounds=2)
+    assert r.shapes and all(set(s.median_s) == {1, 3} for s in r.shapes)
+    assert all(s.predicted_s >= s.median_s[3] for s in r.shapes)  # 30 layers cost more than 3
+    assert r.score > 0 and r.candidate == REFERENCE.label
+    assert engine.blocks.num_free == engine.kv.num_blocks  # the timing batches gave their blocks back
+
+
+def test_slowed_candidate_is_called_slower(engine):
+    result = ab_fast(engine, REFERENCE, sleepy(20), PROFILE, rounds=3, **FAST)
+    c = result.comparison
+    assert c.verdict is Verdict.SLOWER and c.ci_high < 1 - c.margin
+    assert len(c.ratios) == 3 and result.candidate.score < result.incumbent.score
+
+
+def test_reference_against_itself_is_the_same(engine):
+    c = ab_fast(engine, REFERENCE, REFERENCE, PROFILE, rounds=8, margin=0.1, **FAST).comparison
+    assert c.verdict is Verdict.SAME
+    assert c.ci_low <= 1.1 and c.ci_high >= 0.9
+
+
+def test_speedup_above_three_is_measured_again(engine):
+    calls = []
+
+    def measure_once():
+        calls.append(1)
+        return ab_fast(engine, sleepy(20), REFERENCE, PROFILE, rounds=2, **FAST)
+
+    kept = confirm(measure_once, rechecks=2)
+    assert len(calls) == 3 and kept.comparison.remeasured == 2
+    assert kept.comparison.median > 3 and kept.comparison.verdict is Verdict.FASTER
+
+
+def test_full_tier_comparison_replays_each_side_per_round(engine):
+    trace = small_trace(4, output_len=4)
+    result = ab_full(engine, REFERENCE, sleepy(20), trace, ReplayOptions(warmup_requests=1), rounds=3)
+    assert result.comparison.verdict is Verdict.SLOWER
+    assert result.candidate.requests == result.incumbent.requests == 4
+    assert engine.candidate is not None and engine.candidate.hash == REFERENCE.hash  # put back
