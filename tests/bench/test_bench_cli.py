@@ -12,7 +12,8 @@ import pytest
 
 from bench.workloads import small_trace
 from polyinfer.cli import main
-from polyinfer.cli.bench import ReplayBar
+from polyinfer.cli.bench import ReplayBar, load_candidate
+from polyinfer.errors import PolyinferError
 from polyinfer.traffic.formats.native import write_trace
 
 
@@ -113,6 +114,13 @@ def test_table_output(trace_file, monkeypatch, capsys):
 def test_bad_options_exit_2(monkeypatch, capsys, args, needle):
     code, _, err = in_process(monkeypatch, capsys, "--model", "tiny-llama", *args)
     assert code == 2 and needle in err.replace("\n", " ")
+
+
+def test_candidate_references_carry_knobs():
+    c = load_candidate("reference:nonce=3:label=x")
+    assert c.knobs == {"nonce": 3, "label": "x"} and c.name == "reference"
+    with pytest.raises(PolyinferError, match="cannot read knob"):
+        load_candidate("reference:nonce")
 
 
 def test_progress_bar_travels_to_the_worker():

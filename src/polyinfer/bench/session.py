@@ -25,7 +25,6 @@ from polyinfer.engine.messages import WorkerSpec
 from polyinfer.engine.supervisor import EngineProcess
 from polyinfer.errors import PolyinferError
 from polyinfer.models.default import DEFAULT_NAME, default_checkpoint
-from polyinfer.models.gguf_file import GGUFFile
 from polyinfer.models.load import load_model
 from polyinfer.models.presets import PRESETS, preset_spec
 from polyinfer.models.spec import ModelSpec
@@ -39,6 +38,8 @@ def model_depth(ref: str | None) -> int:
     if ref is None or ref == DEFAULT_NAME:
         return ModelSpec.from_config_file(default_checkpoint() / "config.json").num_layers
     if ref.endswith(".gguf") and Path(ref).is_file():
+        from polyinfer.models.gguf_file import GGUFFile  # only GGUF sources need the gguf package
+
         return int(GGUFFile(Path(ref)).hf_config()["num_hidden_layers"])
     if Path(ref).is_dir():
         return ModelSpec.from_config_file(Path(ref) / "config.json").num_layers

@@ -74,10 +74,21 @@ def load_traffic(ref: str, max_requests: int | None, max_len: int | None) -> Tra
 
 
 def load_candidate(ref: str) -> Candidate:
-    """A candidate source file, or the name of a built-in candidate."""
-    if ref.endswith(".py") or Path(ref).exists():
-        return Candidate.from_file(ref)
-    return Candidate.builtin(ref)
+    """`SOURCE[:knob=value...]`: a candidate .py file or built-in name, with knobs (values read as
+    JSON where they parse, else as strings), e.g. `reference:nonce=1`."""
+    source, *settings = ref.split(":")
+    knobs: dict[str, Any] = {}
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        if not (key and sep):
+            raise PolyinferError(f"cannot read knob {setting!r} in {ref!r}; write SOURCE:name=value")
+        try:
+            knobs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            knobs[key] = text
+    if source.endswith(".py") or Path(source).exists():
+        return Candidate.from_file(source, knobs)
+    return Candidate.builtin(source, knobs)
 
 
 @app.command()
@@ -101,7 +112,8 @@ def bench(
     candidate: Annotated[
         str | None,
         typer.Option(
-            "--candidate", help="candidate .py file or built-in name, compared against the reference"
+            "--candidate",
+            help="candidate .py file or built-in name [:knob=value...], compared against the reference",
         ),
     ] = None,
     candidates: Annotated[
