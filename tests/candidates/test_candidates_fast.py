@@ -55,6 +55,7 @@ def test_the_documented_example_matches_the_reference(setup):
 def test_knob_space_is_declared_and_unknown_knobs_are_refused(setup):
     engine, _, _ = setup
     space = declared_knobs(Candidate.builtin("fast"))
-    assert space["decode_attention"] == ["loop", "batched", "triton"]
+    assert space["decode_attention"][:2] == ["loop", "batched"]
+    assert ("triton" in space["decode_attention"]) == torch.cuda.is_available()
     with pytest.raises(CandidateError, match="unknown knobs"):
         engine.swap(Candidate.builtin("fast", {"fuse_everything": True}))

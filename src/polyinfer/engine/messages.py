@@ -18,6 +18,8 @@ class WorkerSpec:
     config: EngineConfig = field(default_factory=EngineConfig)
     num_layers: int | None = None  # load only the first k layers (the fast tier)
     memory_limit_gb: float | None = None  # address-space cap for the worker (CPU only)
+    # Intra-op threads on CPU. One keeps timings steady on a small shared machine; None keeps torch's default.
+    cpu_threads: int | None = 1
 
 
 @dataclass(frozen=True, slots=True)

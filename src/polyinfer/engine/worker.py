@@ -8,6 +8,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+import torch
+
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.engine import Engine, SwapReport
 from polyinfer.engine.messages import Call, Done, Failed, FailureKind, Ready, WorkerSpec
@@ -19,6 +21,8 @@ from polyinfer.models.load import load_model
 def serve(conn: Connection, spec: WorkerSpec) -> None:
     """Process entry point: load, report Ready, then answer Call messages until None arrives."""
     t0 = time.perf_counter()
+    if spec.cpu_threads and spec.config.device == "cpu":
+        torch.set_num_threads(spec.cpu_threads)
     if spec.memory_limit_gb and spec.config.device == "cpu":
         limit = int(spec.memory_limit_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -15,9 +15,10 @@ from polyinfer.errors import ModelError
 from polyinfer.models.checkpoint import load_checkpoint
 from polyinfer.models.default import DEFAULT_NAME, default_checkpoint
 from polyinfer.models.loaded_model import LoadedModel
-from polyinfer.models.presets import PRESETS, load_preset
+from polyinfer.models.presets import PRESETS, load_preset, preset_spec
+from polyinfer.models.spec import ModelSpec
 
-__all__ = ["LoadedModel", "load_model"]
+__all__ = ["LoadedModel", "load_model", "model_spec"]
 
 
 def load_model(
@@ -57,3 +58,21 @@ def load_model(
         "default, also used when no model is given), an HF checkpoint directory (config.json + "
         "*.safetensors), or a path to a .gguf file"
     )
+
+
+def model_spec(ref: str | None) -> ModelSpec:
+    """The whole model's spec for `ref`, read from its configuration alone (no weights are loaded)."""
+    if ref is None or ref == DEFAULT_NAME:
+        return ModelSpec.from_config_file(default_checkpoint() / "config.json", name=DEFAULT_NAME)
+    path = Path(ref).expanduser()
+    if ref.endswith(".gguf"):
+        if not path.is_file():
+            raise ModelError(f"no GGUF file at {path}")
+        from polyinfer.models.gguf_file import GGUFFile
+
+        return ModelSpec.from_hf_config(GGUFFile(path).hf_config(), name=path.stem)
+    if path.is_dir():
+        return ModelSpec.from_config_file(path / "config.json", name=path.name)
+    if ref in PRESETS:
+        return preset_spec(ref)
+    return load_model(ref, num_layers=1).spec  # raises the same clear error load_model gives

@@ -1,0 +1,81 @@
+"""Experiments as the engine worker runs them: build the candidate (timed as the swap), then an
+interleaved A/B against the incumbent on one tier. Module-level so that they pickle to the worker."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from polyinfer.bench import compare
+from polyinfer.bench.replay import ReplayOptions
+from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.engine import Engine
+from polyinfer.traffic.profile import WorkloadProfile
+from polyinfer.traffic.trace import Trace
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    tier: str
+    ab: Any  # compare.ABResult
+    swap_s: float  # import + build + probe of the candidate
+    measure_s: float  # the interleaved A/B, warm-up included
+
+    @property
+    def ratio(self) -> float:
+        return float(self.ab.comparison.median)
+
+    @property
+    def faster(self) -> bool:
+        return str(self.ab.comparison.verdict) == "faster"
+
+
+def fast(
+    engine: Engine,
+    incumbent: Candidate,
+    candidate: Candidate,
+    profile: WorkloadProfile,
+    full_layers: int,
+    rounds: int,
+    reps: int,
+    margin: float,
+    seed: int,
+) -> Outcome:
+    t0 = time.perf_counter()
+    engine.prepare(candidate)  # fails fast on a broken build; its time is the swap cost
+    t1 = time.perf_counter()
+    ab = compare.confirm(
+        lambda: compare.ab_fast(
+            engine,
+            incumbent,
+            candidate,
+            profile,
+            full_layers,
+            rounds=rounds,
+            reps=reps,
+            margin=margin,
+            seed=seed,
+        )
+    )
+    return Outcome("fast", ab, t1 - t0, time.perf_counter() - t1)
+
+
+def full(
+    engine: Engine,
+    incumbent: Candidate,
+    candidate: Candidate,
+    trace: Trace,
+    rounds: int,
+    margin: float,
+    seed: int,
+) -> Outcome:
+    t0 = time.perf_counter()
+    engine.prepare(candidate)
+    t1 = time.perf_counter()
+    ab = compare.confirm(
+        lambda: compare.ab_full(
+            engine, incumbent, candidate, trace, ReplayOptions(), rounds=rounds, margin=margin, seed=seed
+        )
+    )
+    return Outcome("full", ab, t1 - t0, time.perf_counter() - t1)
