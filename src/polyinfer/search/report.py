@@ -69,7 +69,7 @@ def save(directory: Path, result: StudyResult, ledger: Ledger) -> tuple[Path, Pa
     if fast:
         ax.scatter(
             [e.at_s for e in fast],
-            [e.ratio for e in fast],
+            [e.ratio or 0.0 for e in fast],
             s=12,
             color="tab:gray",
             alpha=0.6,
