@@ -134,3 +134,22 @@ def test_isolated_battery_survives_a_hanging_candidate(candidate):
     report = verify_candidate(candidate("hangs"), "tiny-llama", config, seed=1, isolated=True)
     assert report.failed == ("battery",)
     assert "timeout" in report.check("battery").reason
+
+
+def test_verdicts_are_recorded_on_the_board(tmp_path, tiny, fast, candidate):
+    from polyinfer.board import Board
+    from polyinfer.verify.report import record_verdicts
+
+    sloppy = candidate("sloppy")
+    report = verify_candidate(sloppy, tiny, dataclasses.replace(fast, only=("equivalence.logits",)), seed=1)
+    with Board.open(tmp_path / "board.db") as board:
+        study = board.create_study("s")
+        board.add_candidate(
+            study.id, sloppy.hash, name="sloppy", source=sloppy.source, knobs={}, generator="test"
+        )
+        record_verdicts(board, study.id, report)
+        verdicts = {v.check: v for v in board.verdicts(study.id, sloppy.hash)}
+    assert set(verdicts) == {"equivalence.logits", "integrity.hash"}
+    logits = verdicts["equivalence.logits"]
+    assert not logits.passed and logits.seed == report.check("equivalence.logits").seed
+    assert "relative logits error" in logits.details["reason"] and logits.details["max_rel_err"] > 1e-4

@@ -84,9 +84,6 @@ class Artifact(BaseModel):
     def id(self) -> str:
         return self.meta.id
 
-    def file(self, name: str) -> Path:
-        return self.path / name
-
     def read(self, name: str) -> str:
         return (self.path / name).read_text()
 

@@ -129,9 +129,6 @@ class ArtifactStore:
         lines = self.get(artifact_id).read("audit.jsonl").splitlines()
         return [AuditEntry.model_validate_json(line) for line in lines if line.strip()]
 
-    def report(self, artifact_id: str) -> Report:
-        return Report.from_json(self.get(artifact_id).read("report.json"))
-
     def provenance(self, artifact_id: str) -> Provenance:
         return Provenance.model_validate_json(self.get(artifact_id).read("provenance.json"))
 

@@ -2,7 +2,7 @@
 
 from polyinfer.verify.battery import ALL_CHECKS, verify_candidate
 from polyinfer.verify.config import TOLERANCES, BatteryConfig, Tolerance
-from polyinfer.verify.report import CheckResult, Report
+from polyinfer.verify.report import CheckResult, Report, record_verdicts
 
 __all__ = [
     "ALL_CHECKS",
@@ -11,5 +11,6 @@ __all__ = [
     "CheckResult",
     "Report",
     "Tolerance",
+    "record_verdicts",
     "verify_candidate",
 ]

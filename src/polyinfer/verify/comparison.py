@@ -35,7 +35,7 @@ class Comparison:
             "tolerance": tol.logits_rel,
             "agreement": self.agreement,
             "min_agreement": tol.agreement,
-            "agreement_before_divergence": self.prefix,
+            "agreement_prefix": self.prefix,
             "rows": self.rows,
         }
 

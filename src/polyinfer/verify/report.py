@@ -12,9 +12,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polyinfer.errors import PolyinferError
+
+if TYPE_CHECKING:  # the board needs SQLAlchemy, which verifying alone does not
+    from polyinfer.board.board import Board
 
 
 def _json_number(value: Any) -> Any:
@@ -130,3 +133,12 @@ def _short(value: Any) -> str:
         return f"{value:.3g}"
     text = str(value)
     return text if len(text) <= 24 else text[:21] + "..."
+
+
+def record_verdicts(board: Board, study_id: int, report: Report) -> None:
+    """One board verdict per check of `report`, for the study's candidate the report verified."""
+    for c in report.checks:
+        details = {**c.numbers, "reason": c.reason, "seconds": c.seconds, "skipped": c.skipped}
+        board.record_verdict(
+            study_id, report.candidate_hash, check=c.name, passed=c.passed, details=details, seed=c.seed
+        )

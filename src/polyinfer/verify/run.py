@@ -15,7 +15,6 @@ import torch
 from polyinfer.engine.candidate import Forward
 from polyinfer.engine.engine import Engine
 from polyinfer.engine.sequence import SamplingParams, Sequence
-from polyinfer.errors import CandidateError
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +32,6 @@ class Trace:
 class Run:
     traces: tuple[Trace, ...]  # in prompt order
     written_slots: torch.Tensor  # every KV slot a batch's slot_mapping assigned, sorted, unique
-    steps: int
 
 
 def run(
@@ -67,10 +65,8 @@ def run(
             rows[seqs[i].id] = []
         schedule = engine.scheduler.schedule()
         if not schedule.chunks:
-            if engine.has_work():
-                raise CandidateError(
-                    "the scheduler could not place any work; the battery's pool is too small"
-                )
+            if engine.has_work():  # a check sized its pool too small: a bug of the battery, not the candidate
+                raise RuntimeError("the scheduler could not place any work in the battery's KV pool")
             steps += 1
             continue
         batch = engine.batch(schedule)
@@ -91,4 +87,4 @@ def run(
         for _, s in sorted(seqs.items())
     )
     written = torch.unique(torch.cat(slots)) if slots else torch.empty(0, dtype=torch.int64)
-    return Run(traces, written, steps)
+    return Run(traces, written)
