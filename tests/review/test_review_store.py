@@ -68,6 +68,8 @@ def test_ids_are_unique_and_found_by_prefix(tmp_path, tiny, tweaked, report_for)
         store.get(first.id[:6])
     with pytest.raises(ReviewError, match="no artifact has that id"):
         store.get("a-nothing")
+    with pytest.raises(ReviewError, match="not an artifact id"):
+        store.get(f"../{tmp_path.name}/{first.id}")
     (tmp_path / "a-unfinished").mkdir()  # a creation cut off before artifact.json: not listed
     assert len(store.artifacts()) == 2
 

@@ -108,6 +108,8 @@ class ArtifactStore:
 
     def get(self, artifact_id: str) -> Artifact:
         """The artifact with this id (or unique id prefix)."""
+        if Path(artifact_id).name != artifact_id:
+            raise ReviewError(f"{artifact_id!r} is not an artifact id (ids look like a-0123456789)")
         path = self.root / artifact_id
         if not (path / "artifact.json").is_file():
             matches = [p for p in self._dirs() if p.name.startswith(artifact_id)] if artifact_id else []
