@@ -22,6 +22,7 @@ from polyinfer.bench.shapes import Limits, ShapeMix
 from polyinfer.bench.stats import Comparison, summarize
 from polyinfer.engine.candidate import Candidate, Forward
 from polyinfer.engine.engine import Engine
+from polyinfer.engine.serving import Serving
 from polyinfer.traffic.profile import WorkloadProfile
 from polyinfer.traffic.trace import Trace
 
@@ -58,8 +59,10 @@ def ab_fast(
     seed: int = 0,
 ) -> ABResult[FastTierResult]:
     """Per round, the predicted score (output tok/s) of each from that round's calls, and their ratio."""
-    mix = ShapeMix.of(profile, Limits.of(engine))
     sides = (incumbent, candidate)
+    # Each side's serving knobs (prefix caching, prefill chunk) shape its own workload of steps.
+    mixes = [ShapeMix.of(profile, Limits.of(engine, Serving.of(engine.config, c.knobs))) for c in sides]
+    shapes = tuple(dict.fromkeys(s for m in mixes for s in m.shapes))
     forwards = [fast_tier.prepare_layers(engine, c) for c in sides]
     pooled: list[Timings] = [{}, {}]
     order = random.Random(seed)
@@ -68,14 +71,14 @@ def ab_fast(
         visit = order.sample([0, 1], 2)
         timings: list[Timings] = [{}, {}]
         fast_tier.time_round(
-            engine, [forwards[i] for i in visit], mix.shapes, reps, warmup, [timings[i] for i in visit]
+            engine, [forwards[i] for i in visit], shapes, reps, warmup, [timings[i] for i in visit]
         )
-        scores = [fast_tier.result(c, mix, t, full_layers).score for c, t in zip(sides, timings, strict=True)]
+        scores = [fast_tier.result(c, m, t, full_layers).score for c, m, t in zip(sides, mixes, timings, strict=True)]
         ratios.append(scores[1] / scores[0])
         for total, new in zip(pooled, timings, strict=True):
             for key, seconds in new.items():
                 total.setdefault(key, []).extend(seconds)
-    results = [fast_tier.result(c, mix, t, full_layers) for c, t in zip(sides, pooled, strict=True)]
+    results = [fast_tier.result(c, m, t, full_layers) for c, m, t in zip(sides, mixes, pooled, strict=True)]
     comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
     return ABResult(comparison, results[0], results[1])
 
@@ -108,12 +111,14 @@ def ab_full(
 @contextlib.contextmanager
 def _current(engine: Engine, candidate: Candidate, forward: Forward) -> Iterator[None]:
     """Run engine steps on a prepared forward, then put the engine's own candidate back."""
-    saved = engine.candidate, engine.forward
+    saved = engine.candidate, engine.forward, engine.serving
     engine.candidate, engine.forward = candidate, forward
+    Serving.of(engine.config, candidate.knobs).apply(engine)
     try:
         yield
     finally:
-        engine.candidate, engine.forward = saved
+        engine.candidate, engine.forward = saved[:2]
+        saved[2].apply(engine)
 
 
 def confirm(measure: Callable[[], ABResult[M]], rechecks: int = 2) -> ABResult[M]:

@@ -30,6 +30,7 @@ from polyinfer.bench.timer import time_calls
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import Candidate, Forward, SwapContext, import_candidate
 from polyinfer.engine.engine import Engine
+from polyinfer.engine.serving import Serving
 from polyinfer.errors import CandidateError, PolyinferError
 from polyinfer.traffic.profile import WorkloadProfile
 
@@ -168,7 +169,7 @@ def measure(
 ) -> FastTierResult:
     """The fast tier on one candidate, at the shapes `profile` implies on this engine, predicting a
     `full_layers`-layer model. Module-level so that an EngineProcess can run it."""
-    mix = ShapeMix.of(profile, Limits.of(engine))
+    mix = ShapeMix.of(profile, Limits.of(engine, Serving.of(engine.config, candidate.knobs)))
     forwards = prepare_layers(engine, candidate)
     timings: Timings = {}
     for _ in range(rounds):

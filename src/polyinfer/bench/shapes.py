@@ -28,6 +28,7 @@ from enum import StrEnum
 import numpy as np
 
 from polyinfer.engine.engine import Engine
+from polyinfer.engine.serving import Serving
 from polyinfer.traffic.profile import WorkloadProfile
 
 MIN_WEIGHT = 0.05
@@ -64,15 +65,16 @@ class Limits:
     prefix_caching: bool = False
 
     @classmethod
-    def of(cls, engine: Engine) -> Limits:
-        c = engine.config
+    def of(cls, engine: Engine, serving: Serving | None = None) -> Limits:
+        """The engine's limits, under `serving` (a candidate's serving knobs) or its current ones."""
+        serving = serving or engine.serving
         return cls(
-            c.max_num_seqs,
-            c.max_prefill_chunk,
+            engine.config.max_num_seqs,
+            serving.max_prefill_chunk,
             engine.max_model_len,
             engine.kv.num_blocks * engine.kv.block_size,
             engine.kv.block_size,
-            c.prefix_caching,
+            serving.prefix_caching,
         )
 
 

@@ -36,7 +36,7 @@ DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
 class FastForward:
     def __init__(self, ctx: SwapContext) -> None:
         knobs = {**DEFAULTS, **ctx.knobs}
-        unknown = set(ctx.knobs) - set(KNOBS) - {"nonce"}
+        unknown = {k for k in ctx.knobs if not k.startswith("serve.")} - set(KNOBS) - {"nonce"}
         if unknown:
             raise ValueError(f"unknown knobs {sorted(unknown)}; this candidate takes {sorted(KNOBS)}")
         self.ctx, self.spec = ctx, ctx.spec

@@ -70,7 +70,7 @@ def optimize(
                          device=device, dtype=dtype, fast_layers=fast_layers, seed=seed)
     spec = model_spec(model)
     trace = load_traffic(traffic, max_requests, max_len)
-    generators = make_agents(agents, base="fast", seed=seed)
+    generators = make_agents(agents, base="fast", serving=True, seed=seed)
     with open_board(board) as b, LiveView(f"polyinfer optimize: {config.name}", enabled=not as_json) as view:
         loop = StudyLoop(config, b, trace, spec, generators, view, load_candidate(baseline))
         result = loop.run()

@@ -19,6 +19,7 @@ from polyinfer.engine.kv_pool import KVPool
 from polyinfer.engine.sampler import Sampler
 from polyinfer.engine.scheduler import Schedule, Scheduler
 from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
+from polyinfer.engine.serving import Serving
 from polyinfer.errors import CandidateError, RequestError
 from polyinfer.models.load import LoadedModel
 
@@ -51,6 +52,7 @@ class Engine:
         eos = model.tokenizer.eos_token_ids if model.tokenizer else self.spec.eos_token_ids
         self.scheduler = Scheduler(config.scheduler, self.blocks, tuple(eos), self.max_model_len)
         self.sampler = Sampler(self.device, config.seed)
+        self.serving = Serving.of(config, {})
         self.candidate: Candidate | None = None
         self.forward: Forward | None = None
         self.swap(candidate or Candidate.reference())
@@ -61,6 +63,7 @@ class Engine:
         Several prepared forwards can live side by side (they share weights and the KV pool), which is
         what interleaved A/B timing needs. Raises CandidateError on any failure.
         """
+        Serving.of(self.config, candidate.knobs)  # refuse bad serving knobs before any work
         t0 = time.perf_counter()
         module = import_candidate(candidate)
         t1 = time.perf_counter()
@@ -79,6 +82,7 @@ class Engine:
     def swap(self, candidate: Candidate) -> SwapReport:
         """Make `candidate` the forward pass of every later step; on failure the previous one stays."""
         forward, report = self.prepare(candidate)
+        Serving.of(self.config, candidate.knobs).apply(self)
         self.candidate, self.forward = candidate, forward
         return report
 

@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 
 from polyinfer.board import TIERS, BoardSnapshot, CandidateState, CandidateView
 from polyinfer.engine.candidate import Candidate, declared_knobs
+from polyinfer.engine.serving import SERVING_KNOBS
 from polyinfer.errors import PolyinferError
 from polyinfer.search.generators.base import Notebook
 from polyinfer.search.proposal import Note, Proposal
@@ -46,6 +47,7 @@ class KnobConfig:
     tier: str = "fast"  # the measurements to learn from
     metric: str = "score"  # the key in `Measurement.metrics` to maximise
     seed: int = 0
+    serving: bool = False  # also search the engine's serving knobs (prefix caching, prefill chunk)
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
@@ -88,7 +90,7 @@ class KnobSearcher:
         self.config = config
         self.name = config.name
         self.base = Candidate.builtin(config.base) if isinstance(config.base, str) else config.base
-        self.declared = declared_knobs(self.base)
+        self.declared = {**declared_knobs(self.base), **(SERVING_KNOBS if config.serving else {})}
         self._notes = Notebook()
         use_cmaes = config.sampler == "cmaes" and any(is_ordered(c) for c in self.declared.values())
         if config.sampler == "cmaes" and not use_cmaes:

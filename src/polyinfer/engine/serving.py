@@ -1,0 +1,47 @@
+"""Serving knobs: engine settings a candidate may carry as knobs prefixed `serve.`, searched alongside
+its own. They change scheduling and caching, never the forward pass's arithmetic, and can change
+between steps (the pool's layout stays put)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polyinfer.engine.config import EngineConfig
+from polyinfer.errors import CandidateError
+
+PREFIX = "serve."
+SERVING_KNOBS: dict[str, list[Any]] = {
+    "serve.prefix_caching": [False, True],
+    "serve.max_prefill_chunk": [512, 256, 128],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    prefix_caching: bool
+    max_prefill_chunk: int
+
+    @classmethod
+    def of(cls, config: EngineConfig, knobs: Mapping[str, Any]) -> Serving:
+        """The engine's own settings, overridden by the candidate's `serve.` knobs."""
+        unknown = sorted(k for k in knobs if k.startswith(PREFIX) and k not in SERVING_KNOBS)
+        if unknown:
+            raise CandidateError(f"unknown serving knobs {unknown}; serving knobs are {sorted(SERVING_KNOBS)}")
+        caching = knobs.get("serve.prefix_caching", config.prefix_caching)
+        chunk = knobs.get("serve.max_prefill_chunk", config.max_prefill_chunk)
+        if not isinstance(caching, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise CandidateError(f"bad serving knobs: prefix_caching={caching!r}, max_prefill_chunk={chunk!r}")
+        return cls(caching, chunk)
+
+    def apply(self, engine: Any) -> None:
+        engine.blocks.prefix_caching = self.prefix_caching
+        engine.scheduler.config = dataclasses.replace(engine.scheduler.config, max_prefill_chunk=self.max_prefill_chunk)
+        engine.serving = self
+
+
+def candidate_knobs(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs that are the candidate's own (everything but the serving knobs)."""
+    return {k: v for k, v in knobs.items() if not k.startswith(PREFIX)}
