@@ -12,17 +12,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from polyinfer.board import Board
+from polyinfer.board import Board, CandidateState
 from polyinfer.board.records import Study
 from polyinfer.cli import app
 from polyinfer.cli.bench import load_candidate, load_traffic
+from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.messages import WorkerSpec
+from polyinfer.engine.supervisor import EngineProcess
 from polyinfer.errors import PolyinferError
 from polyinfer.models.default import polyinfer_home
-from polyinfer.models.load import model_spec
-from polyinfer.search import report
+from polyinfer.models.load import load_model, model_spec
+from polyinfer.review.store import create_artifact
+from polyinfer.search import experiment, report
 from polyinfer.search.generators.registry import make_agents
 from polyinfer.search.progress import LiveView
-from polyinfer.search.study import StudyConfig, StudyLoop
+from polyinfer.search.study import StudyConfig, StudyLoop, StudyResult
+from polyinfer.verify import BatteryConfig, record_verdicts, verify_candidate
 
 out = Console()
 
@@ -75,9 +80,10 @@ def optimize(
         loop = StudyLoop(config, b, trace, spec, generators, view, load_candidate(baseline))
         result = loop.run()
         table = report.summary_table(b, loop.study.id)
+        artifact = propose(b, loop, result, quiet=as_json) if result.best_candidate else None
     summary, plot = report.save(study_dir(config.name), result, loop.ledger)
     if as_json:
-        print(json.dumps({**result.to_json(), "summary": str(summary), "plot": str(plot)}))
+        print(json.dumps({**result.to_json(), "summary": str(summary), "plot": str(plot), **(artifact or {})}))
         return
     out.print(table)
     out.print(f"\n[bold]{result.best_label}[/] vs the baseline ({baseline}), full tier, same session: "
@@ -87,6 +93,36 @@ def optimize(
               f"device busy {100 * result.busy_fraction:.0f}% (swap {result.swap_s:.1f} s, measure "
               f"{result.measure_s:.1f} s, idle {result.idle_s:.1f} s)")
     out.print(f"summary {summary}\nplot    {plot}\nposts   polyinfer board {config.name}")
+    if artifact:
+        verdict = "[green]passed[/]" if artifact["verified"] else "[red]FAILED[/] (it cannot be approved)"
+        out.print(f"verification {verdict} in {artifact['verify_s']:.0f} s; review it: "
+                  f"[bold]polyinfer review {artifact['artifact']}[/]")
+    else:
+        out.print("nothing beat the baseline beyond noise, so there is nothing to review")
+
+
+def propose(b: Board, loop: StudyLoop, result: StudyResult, quiet: bool) -> dict[str, object]:
+    """Verify the study's winner (isolated, fresh seed) and leave a proposed artifact for a person."""
+    c, best = loop.config, loop.incumbent
+    if not quiet:
+        out.print(f"verifying {best.label} against the reference (equivalence, KV-cache contamination, "
+                  "invariance, integrity)...")
+
+    def remeasure(candidate: Candidate) -> float:
+        """A claim above 3x is measured again from scratch: a new worker, a new seed, the full tier."""
+        with EngineProcess(WorkerSpec(c.model, c.engine_config())) as proc:
+            return proc.call(experiment.full, loop.baseline, candidate, loop.trace, 3, c.margin, c.seed + 2,
+                             timeout_s=c.experiment_timeout_s).ratio
+
+    verdict = verify_candidate(best, c.model, BatteryConfig(device=c.device, dtype=c.dtype),
+                               measured_hash=best.hash, claimed_speedup=result.speedup, remeasure=remeasure,
+                               isolated=True)
+    record_verdicts(b, loop.study.id, verdict)
+    b.set_candidate_state(loop.study.id, best.hash,
+                          CandidateState.VERIFIED if verdict.passed else CandidateState.REJECTED)
+    model = load_model(c.model, dtype=c.engine_config().torch_dtype, device=c.device, num_layers=1)
+    artifact = create_artifact(best, verdict, model, measurements=result.to_json(), profile=loop.profile)
+    return {"artifact": artifact.id, "verified": verdict.passed, "verify_s": verdict.seconds}
 
 
 def _study(b: Board, name: str | None) -> Study:

@@ -1,0 +1,117 @@
+"""Experiment throughput: the persistent engine's swap path against a fresh process per experiment.
+
+    python benchmarks/experiment_throughput.py --model llama-3.1-8b --device cuda --dtype bfloat16
+
+The model is saved once as a safetensors checkpoint on local disk; both paths then load it from there.
+Each experiment is: get the candidate running, then one short measurement (median decode-step time at
+batch 1 and 8, 20 calls each). The fresh path starts a process, loads the checkpoint, builds and warms
+the candidate, measures, and exits; the swap path keeps one worker and only swaps. Same candidates,
+same device, one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from polyinfer.bench.steps import time_step
+from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.config import EngineConfig
+from polyinfer.engine.engine import Engine
+from polyinfer.engine.messages import WorkerSpec
+from polyinfer.engine.supervisor import EngineProcess
+from polyinfer.models.checkpoint import save_checkpoint
+from polyinfer.models.load import load_model
+
+
+def measure(engine: Engine) -> dict[str, float]:
+    return {f"decode_b{b}_ms": time_step(engine, b, 256, 1, reps=20, warmup=3).median_s * 1e3 for b in (1, 8)}
+
+
+def candidates(device: str) -> list[Candidate]:
+    fast = Candidate.builtin("fast")
+    mix = [Candidate.reference(), fast, fast.with_knobs({"decode_attention": "batched"}),
+           fast.with_knobs({"fuse_qkv": True, "fuse_gate_up": True}), fast.with_knobs({"rope": "table"})]
+    if device.startswith("cuda"):
+        mix.append(fast.with_knobs({"decode_attention": "triton", "prefill_attention": "triton"}))
+    return mix
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--kv-cache-tokens", type=int, default=16384)
+    ap.add_argument("--dir", default=None, help="where to save the checkpoint (default: a temp dir)")
+    ap.add_argument("--json-out")
+    args = ap.parse_args()
+    config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=args.kv_cache_tokens)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="polyinfer-ckpt-"))
+    t0 = time.perf_counter()
+    preset = load_model(args.model, dtype=config.torch_dtype, device=args.device)
+    ckpt = save_checkpoint(preset, root / args.model)
+    size = preset.weights.nbytes
+    del preset
+    torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    save_s = time.perf_counter() - t0
+    spec = WorkerSpec(str(ckpt), config)
+    mix = candidates(args.device)
+
+    fresh = []
+    t_fresh = time.perf_counter()
+    for cand in mix:
+        t = time.perf_counter()
+        with EngineProcess(spec) as proc:
+            proc.swap(cand)
+            numbers = proc.call(measure)
+        fresh.append({"candidate": cand.label, "seconds": time.perf_counter() - t, **numbers})
+    fresh_total = time.perf_counter() - t_fresh
+
+    swapped = []
+    t_swap = time.perf_counter()
+    with EngineProcess(spec) as proc:
+        start_s = time.perf_counter() - t_swap
+        for cand in mix:
+            t = time.perf_counter()
+            report = proc.swap(cand)
+            numbers = proc.call(measure)
+            swapped.append({"candidate": cand.label, "seconds": time.perf_counter() - t,
+                            "swap_s": report.total_s, **numbers})
+    swap_total = time.perf_counter() - t_swap
+
+    first_fresh = statistics.median(r["seconds"] for r in fresh)
+    first_swap = statistics.median(r["seconds"] for r in swapped)
+    result = {
+        "model": args.model, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "dtype": args.dtype, "torch": torch.__version__, "weights_bytes": size, "save_s": save_s,
+        "fresh": fresh, "swap": swapped, "swap_worker_start_s": start_s,
+        "fresh_total_s": fresh_total, "swap_total_s": swap_total,
+        "time_to_first_measurement": {"fresh_s": first_fresh, "swap_s": first_swap,
+                                      "ratio": first_fresh / first_swap},
+        "experiments_per_hour": {"fresh": 3600 * len(mix) / fresh_total, "swap": 3600 * len(mix) / swap_total,
+                                 "ratio": fresh_total / swap_total},
+    }
+    print(f"\n{result['device']} {args.model} {args.dtype} ({size / 1e9:.1f} GB checkpoint, saved in {save_s:.1f} s)")
+    print(f"{'candidate':<28} {'fresh s':>8} {'swap s':>8} {'b1 ms fresh/swap':>18} {'b8 ms fresh/swap':>18}")
+    for f, s in zip(fresh, swapped, strict=True):
+        print(f"{f['candidate']:<28} {f['seconds']:>8.2f} {s['seconds']:>8.2f} "
+              f"{f['decode_b1_ms']:>8.2f}/{s['decode_b1_ms']:<8.2f} {f['decode_b8_ms']:>8.2f}/{s['decode_b8_ms']:<8.2f}")
+    ttfm = result["time_to_first_measurement"]
+    eph = result["experiments_per_hour"]
+    print(f"time to first measurement (median): fresh {ttfm['fresh_s']:.2f} s, swap {ttfm['swap_s']:.2f} s "
+          f"-> {ttfm['ratio']:.1f}x")
+    print(f"experiments per hour (incl. the swap worker's one start): fresh {eph['fresh']:.0f}, swap {eph['swap']:.0f} "
+          f"-> {eph['ratio']:.1f}x")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
