@@ -4,12 +4,17 @@ saved next to the study."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from rich.table import Table
 
 from polyinfer.board import Board
+from polyinfer.engine.candidate import Candidate, declared_knobs
+from polyinfer.engine.serving import SERVING_KNOBS
+from polyinfer.errors import PolyinferError
 from polyinfer.search.ledger import Ledger
 from polyinfer.search.study import StudyResult
 
@@ -22,27 +27,14 @@ def summary_table(board: Board, study_id: int, top: int = 10) -> Table:
         if fast is not None:
             rows.append((view, fast, full))
     rows.sort(key=lambda r: -float(r[1].metrics.get("score", 0.0)))
-    table = Table(
-        title="best candidates (fast-tier predicted output tok/s; ratios against the incumbent then)"
-    )
-    for col in (
-        "candidate",
-        "generator",
-        "knobs",
-        "fast score",
-        "fast ratio [95% CI]",
-        "full ratio",
-        "state",
-    ):
+    table = Table(title="best candidates: fast-tier ratio to the incumbent of the time; full tier when promoted")
+    for col in ("candidate", "non-default knobs", "fast ratio [95% CI]", "full", "state"):
         table.add_column(col)
     for view, fast, full in rows[:top]:
         rec = view.record
-        knobs = ", ".join(f"{k}={v}" for k, v in rec.knobs.items()) or "-"
         table.add_row(
             f"{rec.name}@{rec.hash[:8]}",
-            rec.generator,
-            knobs,
-            f"{fast.metrics.get('score', 0):.1f}",
+            changed_knobs(rec.source, rec.knobs),
             f"{fast.ratio_to_incumbent or 1:.3f} [{fast.ci_low or 1:.3f}, {fast.ci_high or 1:.3f}]",
             "-" if full is None else f"{full.ratio_to_incumbent or 1:.3f}",
             str(rec.state),
@@ -85,3 +77,17 @@ def save(directory: Path, result: StudyResult, ledger: Ledger) -> tuple[Path, Pa
     fig.savefig(plot, dpi=120)
     plt.close(fig)
     return summary, plot
+
+
+def changed_knobs(source: str, knobs: Mapping[str, Any]) -> str:
+    """The knobs that differ from their family's first choice, briefly: `fuse_qkv, decode_attention=batched`."""
+    try:
+        defaults = {k: v[0] for k, v in {**declared_knobs(Candidate(source)), **SERVING_KNOBS}.items()}
+    except PolyinferError:
+        defaults = {}
+    shown = [
+        k.removeprefix("serve.") if v is True else f"{k.removeprefix('serve.')}={v}"
+        for k, v in knobs.items()
+        if defaults.get(k, object()) != v and k != "nonce"
+    ]
+    return ", ".join(shown) or "-"

@@ -93,6 +93,7 @@ class StudyLoop:
         self.generators, self.view = generators, view
         self.baseline = baseline or Candidate.reference()  # what the speedup is measured against
         self.ledger = Ledger(config.budget_s)
+        self.last_full_s = 0.0  # how long the last full-tier A/B took
         self.study = self._open()
         self.incumbent = self._incumbent()
         self.fast = EngineProcess(
@@ -108,7 +109,7 @@ class StudyLoop:
         ]
         with self.fast, self.full, AgentPool(self.generators, self.board, self.study.id) as pool:
             self._measure(self.baseline, BASELINE)
-            while self.ledger.remaining_s > 0 and not (
+            while self.ledger.remaining_s > self._final_reserve_s() and not (
                 c.max_experiments and self.ledger.experiments >= c.max_experiments
             ):
                 proposal = Proposal(pending.pop(0), "resumed") if pending else pool.next(timeout=0.25)
@@ -123,6 +124,12 @@ class StudyLoop:
             result = self._final()
         self.board.set_study_state(self.study.id, StudyState.FINISHED)
         return result
+
+    def _final_reserve_s(self) -> float:
+        """Budget kept back for the final A/B: its replays cost what the last promotion's did, per round."""
+        if self.incumbent.hash == self.baseline.hash:
+            return 0.0
+        return self.last_full_s * max(3, self.config.full_rounds) / self.config.full_rounds
 
     def _final(self) -> StudyResult:
         """The baseline against the final incumbent on the full tier, interleaved in one session: the
@@ -228,6 +235,7 @@ class StudyLoop:
                 timeout_s=c.experiment_timeout_s,
             )
             self._record(cand, generator, out)
+            self.last_full_s = out.measure_s
         except WorkerFailure as e:
             # The worker was busy until it failed (a broken build, a crash, a timeout): swap time.
             self._fail(cand, generator, str(e), "failed", busy_s=time.monotonic() - started)
