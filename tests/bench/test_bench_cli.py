@@ -12,7 +12,8 @@ import pytest
 
 from bench.workloads import small_trace
 from polyinfer.cli import main
-from polyinfer.cli.bench import ReplayBar, load_candidate
+from polyinfer.cli.bench import ReplayBar
+from polyinfer.engine.candidate import Candidate
 from polyinfer.errors import PolyinferError
 from polyinfer.traffic.formats.native import write_trace
 
@@ -103,7 +104,7 @@ def test_table_output(trace_file, monkeypatch, capsys):
     [
         (("--tier", "fidelity"), "--candidates"),
         (("--tier", "fidelity", "--candidates", "reference,reference"), "at least 3"),
-        (("--candidate", "missing.py"), "cannot read candidate"),
+        (("--candidate", "missing.py"), "no candidate file"),
         (("--candidate", "no_such_builtin"), "no built-in candidate"),
         (("--slo", "ttft=soon"), "cannot read SLO"),
         (("--layers", 1), "--layers must be >= 2"),
@@ -117,10 +118,10 @@ def test_bad_options_exit_2(monkeypatch, capsys, args, needle):
 
 
 def test_candidate_references_carry_knobs():
-    c = load_candidate("reference:nonce=3:label=x")
+    c = Candidate.parse("reference:nonce=3:label=x")
     assert c.knobs == {"nonce": 3, "label": "x"} and c.name == "reference"
     with pytest.raises(PolyinferError, match="cannot read knob"):
-        load_candidate("reference:nonce")
+        Candidate.parse("reference:nonce")
 
 
 def test_progress_bar_travels_to_the_worker():

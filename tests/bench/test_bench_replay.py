@@ -7,8 +7,9 @@ import pytest
 
 from bench.workloads import small_trace
 from polyinfer.bench.metrics import SLO
-from polyinfer.bench.replay import ReplayOptions, cap_trace, replay, replay_records
+from polyinfer.bench.replay import ReplayOptions, replay, replay_records
 from polyinfer.traffic.trace import Request, Trace, TraceError
+from polyinfer.traffic.workload import cap_trace
 
 
 def test_replay_as_fast_as_possible_completes_every_request(engine):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from polyinfer.bench.replay import cap_trace
 from polyinfer.board import Board, CandidateState
 from polyinfer.engine.candidate import Candidate
 from polyinfer.models.load import model_spec
 from polyinfer.search.generators.knobs import KnobConfig, KnobSearcher
 from polyinfer.search.study import StudyConfig, StudyLoop
 from polyinfer.traffic.synth import PRESETS, synthesize
+from polyinfer.traffic.workload import cap_trace
 
 WASTEFUL = Path(__file__).parent / "candidates" / "wasteful.py"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,17 +16,16 @@ from polyinfer.bench.compare import ABResult
 from polyinfer.bench.fast_tier import FastTierResult
 from polyinfer.bench.fidelity import FidelityReport
 from polyinfer.bench.metrics import SLO, Distribution, ServingMetrics
-from polyinfer.bench.replay import ReplayOptions, cap_trace
+from polyinfer.bench.replay import ReplayOptions
 from polyinfer.bench.session import BenchSession
 from polyinfer.bench.stats import Comparison
 from polyinfer.cli import app
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.config import EngineConfig
 from polyinfer.errors import PolyinferError
-from polyinfer.traffic.formats import load_trace
 from polyinfer.traffic.profile import WorkloadProfile
-from polyinfer.traffic.synth import PRESETS, synthesize
-from polyinfer.traffic.trace import Trace
+from polyinfer.traffic.synth import PRESETS
+from polyinfer.traffic.workload import load_workload
 
 out = Console()
 
@@ -60,35 +58,6 @@ class ReplayBar:
         self.bar.update(self.task, completed=done)
         if done == total:
             self.bar.stop()
-
-
-def load_traffic(ref: str, max_requests: int | None, max_len: int | None) -> Trace:
-    """A trace file (any format `load_trace` detects) or a synthetic preset's name, capped."""
-    if Path(ref).exists():
-        trace = load_trace(ref)
-    elif ref in PRESETS:
-        trace = synthesize(PRESETS[ref])
-    else:
-        raise PolyinferError(f"--traffic {ref!r} is neither a trace file nor a preset ({', '.join(PRESETS)})")
-    return cap_trace(trace, max_requests, max_len)
-
-
-def load_candidate(ref: str) -> Candidate:
-    """`SOURCE[:knob=value...]`: a candidate .py file or built-in name, with knobs (values read as
-    JSON where they parse, else as strings), e.g. `reference:nonce=1`."""
-    source, *settings = ref.split(":")
-    knobs: dict[str, Any] = {}
-    for setting in settings:
-        key, sep, text = setting.partition("=")
-        if not (key and sep):
-            raise PolyinferError(f"cannot read knob {setting!r} in {ref!r}; write SOURCE:name=value")
-        try:
-            knobs[key] = json.loads(text)
-        except json.JSONDecodeError:
-            knobs[key] = text
-    if source.endswith(".py") or Path(source).exists():
-        return Candidate.from_file(source, knobs)
-    return Candidate.builtin(source, knobs)
 
 
 @app.command()
@@ -157,7 +126,7 @@ def bench(
         raise PolyinferError("--tier fidelity takes --candidates a.py,b.py,... (and no --candidate)")
     if tier is not Tier.FIDELITY and candidates is not None:
         raise PolyinferError("--candidates is for --tier fidelity; give one --candidate to compare")
-    trace = load_traffic(traffic, max_requests, max_len)
+    trace = load_workload(traffic, max_requests, max_len)
     options = ReplayOptions(time_scale=time_scale, slo=SLO.parse(slo))
     config = EngineConfig(
         device=device, dtype=dtype, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens
@@ -166,18 +135,18 @@ def bench(
     result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport
     if tier is Tier.FIDELITY:
         assert candidates is not None
-        result = session.fidelity(trace, options, [load_candidate(c) for c in candidates.split(",") if c])
+        result = session.fidelity(trace, options, [Candidate.parse(c) for c in candidates.split(",") if c])
     elif tier is Tier.FAST:
         profile = WorkloadProfile.of(trace)
         result = (
             session.fast(profile)
             if candidate is None
-            else session.fast_ab(profile, load_candidate(candidate))
+            else session.fast_ab(profile, Candidate.parse(candidate))
         )
     elif candidate is None:
         result = session.full(trace, options, progress=None if as_json else ReplayBar())
     else:
-        result = session.full_ab(trace, options, load_candidate(candidate))
+        result = session.full_ab(trace, options, Candidate.parse(candidate))
     if as_json:
         header = {"tier": tier.value, "model": model, "traffic": trace.name, "requests": len(trace)}
         print(json.dumps({**header, "result": result.to_json()}))

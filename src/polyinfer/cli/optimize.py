@@ -15,7 +15,6 @@ from rich.table import Table
 from polyinfer.board import Board, CandidateState
 from polyinfer.board.records import Study
 from polyinfer.cli import app
-from polyinfer.cli.bench import load_candidate, load_traffic
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.messages import WorkerSpec
 from polyinfer.engine.supervisor import EngineProcess
@@ -27,6 +26,7 @@ from polyinfer.search import experiment, report
 from polyinfer.search.generators.registry import make_agents
 from polyinfer.search.progress import LiveView
 from polyinfer.search.study import StudyConfig, StudyLoop, StudyResult
+from polyinfer.traffic.workload import load_workload
 from polyinfer.verify import BatteryConfig, record_verdicts, verify_candidate
 
 out = Console()
@@ -74,10 +74,10 @@ def optimize(
                          budget_s=parse_duration(budget), max_experiments=max_experiments, agents=agents,
                          device=device, dtype=dtype, fast_layers=fast_layers, seed=seed)
     spec = model_spec(model)
-    trace = load_traffic(traffic, max_requests, max_len)
+    trace = load_workload(traffic, max_requests, max_len)
     generators = make_agents(agents, base="fast", serving=True, seed=seed)
     with open_board(board) as b, LiveView(f"polyinfer optimize: {config.name}", enabled=not as_json) as view:
-        loop = StudyLoop(config, b, trace, spec, generators, view, load_candidate(baseline))
+        loop = StudyLoop(config, b, trace, spec, generators, view, Candidate.parse(baseline))
         result = loop.run()
         table = report.summary_table(b, loop.study.id)
         artifact = propose(b, loop, result, quiet=as_json) if result.best_candidate else None

@@ -8,7 +8,6 @@ candidate fails its report instead of hanging or killing the command. Exit statu
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 from rich import box
@@ -17,24 +16,18 @@ from rich.table import Table
 
 from polyinfer.cli import app
 from polyinfer.engine.candidate import Candidate
-from polyinfer.errors import CandidateError, PolyinferError
+from polyinfer.errors import PolyinferError
 from polyinfer.verify import ALL_CHECKS, BatteryConfig, Report, verify_candidate
 
 
-def load_candidate(ref: str, knobs: str | None) -> Candidate:
-    """A candidate file, or the name of a built-in candidate (e.g. `reference`)."""
+def parse_knobs(text: str | None) -> dict[str, object]:
     try:
-        parsed = json.loads(knobs) if knobs else {}
+        parsed = json.loads(text) if text else {}
     except json.JSONDecodeError as e:
         raise PolyinferError(f"--knobs must be a JSON object: {e}") from None
     if not isinstance(parsed, dict):
         raise PolyinferError("--knobs must be a JSON object")
-    path = Path(ref)
-    if path.is_file():
-        return Candidate.from_file(path, parsed)
-    if path.suffix == ".py" or "/" in ref:
-        raise CandidateError(f"no candidate file at {ref}")
-    return Candidate.builtin(ref, parsed)
+    return parsed
 
 
 @app.command()
@@ -58,7 +51,7 @@ def verify(
     ),
 ) -> None:
     """Run the verification battery on a candidate."""
-    cand = load_candidate(candidate, knobs)
+    cand = Candidate.parse(candidate, parse_knobs(knobs))
     names = tuple(n.strip() for n in only.split(",") if n.strip()) if only else ()
     unknown = [n for n in names if n not in ALL_CHECKS]
     if unknown:

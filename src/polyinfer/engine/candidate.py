@@ -90,6 +90,28 @@ class Candidate:
         return cls.from_file(path, knobs)
 
     @classmethod
+    def parse(cls, ref: str, knobs: Mapping[str, Any] | None = None) -> Candidate:
+        """`SOURCE[:knob=value...]`: a candidate file or a built-in's name, then knobs whose values are
+        read as JSON where they parse and as strings otherwise (`fast:decode_attention=batched`);
+        `knobs` adds more."""
+        source, *settings = ref.split(":")
+        parsed: dict[str, Any] = {}
+        for setting in settings:
+            key, sep, text = setting.partition("=")
+            if not (key and sep):
+                raise CandidateError(f"cannot read knob {setting!r} in {ref!r}; write SOURCE:name=value")
+            try:
+                parsed[key] = json.loads(text)
+            except json.JSONDecodeError:
+                parsed[key] = text
+        parsed.update(knobs or {})
+        if Path(source).is_file():
+            return cls.from_file(source, parsed)
+        if source.endswith(".py") or "/" in source:
+            raise CandidateError(f"no candidate file at {source}")
+        return cls.builtin(source, parsed)
+
+    @classmethod
     def reference(cls) -> Candidate:
         return cls.builtin("reference")
 
