@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import SwapContext
+from polyinfer.models.weights import LayerWeights
 
 KNOBS: dict[str, list] = {}
 
@@ -58,6 +59,13 @@ class ReferenceForward:
             start += n
         return out
 
+    # Derived candidates override these two hooks to change a layer's projections without copying the rest.
+    def project_qkv(self, i: int, lw: LayerWeights, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return F.linear(h, lw.q_proj, lw.q_bias), F.linear(h, lw.k_proj, lw.k_bias), F.linear(h, lw.v_proj, lw.v_bias)
+
+    def mlp(self, i: int, lw: LayerWeights, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.silu(F.linear(h, lw.gate_proj)) * F.linear(h, lw.up_proj), lw.down_proj)
+
     @torch.inference_mode()
     def __call__(self, batch: Batch) -> torch.Tensor:
         spec, w, kv = self.ctx.spec, self.ctx.weights, self.ctx.kv
@@ -67,9 +75,8 @@ class ReferenceForward:
         cos, sin = self.rope_tables(batch.positions, x.dtype)
         for i, lw in enumerate(w.layers):
             h = rms_norm(x, lw.input_norm, eps)
-            q = F.linear(h, lw.q_proj, lw.q_bias).view(t, spec.num_heads, d)
-            k = F.linear(h, lw.k_proj, lw.k_bias).view(t, spec.num_kv_heads, d)
-            v = F.linear(h, lw.v_proj, lw.v_bias).view(t, spec.num_kv_heads, d)
+            q, k, v = self.project_qkv(i, lw, h)
+            q, k, v = q.view(t, spec.num_heads, d), k.view(t, spec.num_kv_heads, d), v.view(t, spec.num_kv_heads, d)
             if lw.q_norm is not None and lw.k_norm is not None:
                 q, k = rms_norm(q, lw.q_norm, eps), rms_norm(k, lw.k_norm, eps)
             q = q * cos + rotate_half(q) * sin
@@ -80,7 +87,7 @@ class ReferenceForward:
             attn = self.attention(q, k_cache, v_cache, batch)
             x = x + F.linear(attn.reshape(t, -1), lw.o_proj)
             h = rms_norm(x, lw.post_norm, eps)
-            x = x + F.linear(F.silu(F.linear(h, lw.gate_proj)) * F.linear(h, lw.up_proj), lw.down_proj)
+            x = x + self.mlp(i, lw, h)
         x = rms_norm(x[batch.logits_indices], w.norm, eps)
         return F.linear(x, w.lm_head).float()
 
