@@ -30,6 +30,8 @@ ALLOWED_MODULES = (
     "polyinfer.engine",
     "polyinfer.kernels",
     "polyinfer.candidates",
+    "polyinfer.models.spec",  # the record types a forward pass is typed against, nothing that loads
+    "polyinfer.models.weights",
 )
 
 # Modules not allowed anyway, named so that a rejection says why they are dangerous.
