@@ -28,6 +28,8 @@ class Ledger:
     incumbent: str = "reference"
     queue_depth: int = 0
     resumed: int = 0  # measurements found on the board from an earlier run
+    search_s: float | None = None  # when the search phase ended
+    search_busy_s: float = 0.0
 
     @property
     def elapsed_s(self) -> float:
@@ -47,7 +49,13 @@ class Ledger:
 
     @property
     def busy_fraction(self) -> float:
-        return min(1.0, (self.swap_s + self.measure_s) / max(self.elapsed_s, 1e-9))
+        """Of the search phase (the final A/B, measurement by construction, does not count)."""
+        if self.search_s is None:
+            return min(1.0, (self.swap_s + self.measure_s) / max(self.elapsed_s, 1e-9))
+        return min(1.0, self.search_busy_s / max(self.search_s, 1e-9))
+
+    def end_search(self) -> None:
+        self.search_s, self.search_busy_s = self.elapsed_s, self.swap_s + self.measure_s
 
     @property
     def idle_s(self) -> float:

@@ -121,6 +121,7 @@ class StudyLoop:
                 elif pool.exhausted:
                     break
                 self.view(self.ledger)
+            self.ledger.end_search()
             result = self._final()
         self.board.set_study_state(self.study.id, StudyState.FINISHED)
         return result
