@@ -56,3 +56,18 @@ def test_greedy_generation_matches(pair):
     ours = engine.generate(prompts, SamplingParams(max_tokens=16, ignore_eos=True))
     for p, seq in zip(prompts, ours, strict=True):
         assert seq.output_ids == hf_greedy(hf, p, 16)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_logits_follow_transformers(hf_checkpoint, dtype):
+    path = hf_checkpoint("llama", rope_scaling=LLAMA3_ROPE)
+    torch_dtype = getattr(torch, dtype)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).eval()
+    engine = Engine(load_model(str(path), dtype=torch_dtype), EngineConfig(dtype=dtype, block_size=4, kv_cache_tokens=128))
+    ids = prompt(13, engine.spec.vocab_size)
+    batch = Batch.build([ids], [0], [list(range(4))], 4, [True], 1)
+    ours = engine.forward(batch)[0]
+    with torch.no_grad():
+        theirs = hf(torch.tensor([ids])).logits[0, -1].float()
+    assert ours.dtype == torch.float32 and engine.kv.k.dtype == torch_dtype
+    assert ((ours - theirs).norm() / theirs.norm()).item() < 2e-2
