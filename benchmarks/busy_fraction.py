@@ -45,7 +45,8 @@ class Thinking:
 
 def run(model: str, agents: int, think_s: float, budget_s: float, root: Path) -> dict[str, float]:
     config = StudyConfig(name=f"busy-{agents}", model=model, budget_s=budget_s, rounds=3, reps=3)
-    generators = [Thinking(KnobSearcher(KnobConfig(base="fast", name=f"agent-{i}", seed=i, serving=True, batch=1)),
+    generators = [Thinking(KnobSearcher(KnobConfig(base="fast", name=f"agent-{i}", seed=i, serving=True, batch=1,
+                                                    start_at_defaults=i == 0)),
                            think_s) for i in range(agents)]
     with Board.open(root / f"board-{agents}.db") as board:
         loop = StudyLoop(config, board, load_workload("chat", 6, 64), model_spec(model), generators)

@@ -46,3 +46,8 @@ def test_bad_specs_are_refused(spec: str, settings: dict[str, object], message: 
 def test_make_generator_refuses_settings_its_kind_lacks() -> None:
     with pytest.raises(PolyinferError, match="generator 'knobs' has no setting focus"):
         make_generator("knobs", focus="attention")
+
+
+def test_only_the_first_knob_searcher_of_a_team_starts_at_the_defaults():
+    team = make_agents("knobs:fast,knobs:fast,knobs:fast", seed=0)
+    assert [a.config.start_at_defaults for a in team] == [True, False, False]

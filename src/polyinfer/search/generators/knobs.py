@@ -48,6 +48,7 @@ class KnobConfig:
     metric: str = "score"  # the key in `Measurement.metrics` to maximise
     seed: int = 0
     serving: bool = False  # also search the engine's serving knobs (prefix caching, prefill chunk)
+    start_at_defaults: bool = True  # the family's defaults first; one searcher of a team is enough
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
@@ -110,7 +111,8 @@ class KnobSearcher:
         )
         self.study = optuna.create_study(study_name=self.name, direction="maximize", sampler=sampler)
         self.defaults = {name: choices[0] for name, choices in self.declared.items()}
-        self.study.enqueue_trial(self._params(self.defaults))
+        if config.start_at_defaults:
+            self.study.enqueue_trial(self._params(self.defaults))
         self._distributions = {a.name: a.distribution for a in self.axes}
         self._rng = random.Random(config.seed)
         self._explored: set[str] = set()  # candidate hashes proposed here or found on the board

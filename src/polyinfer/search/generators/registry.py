@@ -68,6 +68,7 @@ def make_agents(spec: str, **common: Any) -> list[Generator]:
         raise PolyinferError(f"no generator has the setting {', '.join(unknown)}")
     agents: list[Generator] = []
     taken: set[str] = set()
+    kinds_made: list[str] = []
     for i, entry in enumerate(entries):
         kind, _, argument = (s.strip() for s in entry.partition(":"))
         p = plugin(kind)
@@ -78,6 +79,9 @@ def make_agents(spec: str, **common: Any) -> list[Generator]:
             name = f"{kind}-{slug(argument)}"
         if "seed" in p.settings:
             config["seed"] = common.get("seed", 0) + i
+        if "start_at_defaults" in p.settings and kind in kinds_made:
+            config["start_at_defaults"] = False  # the team's first searcher proposes the defaults
+        kinds_made.append(kind)
         unique, n = name, 1
         while unique in taken:
             n += 1
