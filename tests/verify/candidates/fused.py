@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from polyinfer.candidates.reference import ReferenceForward, rms_norm, rotate_half
+from polyinfer.candidates.reference import ReferenceForward
 
 
 class FusedForward(ReferenceForward):
@@ -18,33 +18,13 @@ class FusedForward(ReferenceForward):
             self.qkv.append((torch.cat([lw.q_proj, lw.k_proj, lw.v_proj]), bias))
             self.gate_up.append(torch.cat([lw.gate_proj, lw.up_proj]))
 
-    @torch.inference_mode()
-    def __call__(self, batch):
-        spec, w, kv = self.ctx.spec, self.ctx.weights, self.ctx.kv
-        eps, d = spec.rms_norm_eps, spec.head_dim
-        x = w.embed[batch.input_ids]
-        t = x.shape[0]
-        cos, sin = self.rope_tables(batch.positions, x.dtype)
-        for i, lw in enumerate(w.layers):
-            h = rms_norm(x, lw.input_norm, eps)
-            qkv = F.linear(h, *self.qkv[i])
-            q, k, v = qkv.split([spec.q_size, spec.kv_size, spec.kv_size], dim=-1)
-            q = q.reshape(t, spec.num_heads, d)
-            k = k.reshape(t, spec.num_kv_heads, d)
-            v = v.reshape(t, spec.num_kv_heads, d)
-            if lw.q_norm is not None:
-                q, k = rms_norm(q, lw.q_norm, eps), rms_norm(k, lw.k_norm, eps)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            k_cache, v_cache = kv.layer(i)
-            k_cache.view(-1, spec.num_kv_heads, d)[batch.slot_mapping] = k
-            v_cache.view(-1, spec.num_kv_heads, d)[batch.slot_mapping] = v
-            attn = self.attention(q, k_cache, v_cache, batch)
-            x = x + F.linear(attn.reshape(t, -1), lw.o_proj)
-            gate, up = F.linear(rms_norm(x, lw.post_norm, eps), self.gate_up[i]).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, lw.down_proj)
-        x = rms_norm(x[batch.logits_indices], w.norm, eps)
-        return F.linear(x, w.lm_head).float()
+    def project_qkv(self, i, lw, h):
+        spec = self.ctx.spec
+        return F.linear(h, *self.qkv[i]).split([spec.q_size, spec.kv_size, spec.kv_size], dim=-1)
+
+    def mlp(self, i, lw, h):
+        gate, up = F.linear(h, self.gate_up[i]).chunk(2, dim=-1)
+        return F.linear(F.silu(gate) * up, lw.down_proj)
 
 
 def build(ctx):
