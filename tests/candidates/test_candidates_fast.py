@@ -59,3 +59,18 @@ def test_knob_space_is_declared_and_unknown_knobs_are_refused(setup):
     assert ("triton" in space["decode_attention"]) == torch.cuda.is_available()
     with pytest.raises(CandidateError, match="unknown knobs"):
         engine.swap(Candidate.builtin("fast", {"fuse_everything": True}))
+
+
+def test_graphed_decode_twin_pads_buckets_and_matches_the_reference():
+    """On a CPU the CUDA-graph path runs its padded static buffers eagerly: the twin of the GPU path."""
+    engine = Engine(load_model("tiny-qwen3"), EngineConfig(block_size=4, kv_cache_tokens=512))
+    gen = torch.Generator().manual_seed(11)
+    prompts = [torch.randint(3, engine.spec.vocab_size, (n,), generator=gen).tolist() for n in (2, 7, 5)]
+    params = [SamplingParams(max_tokens=m, ignore_eos=True) for m in (3, 9, 6)]  # batches of 3, 2 and 1
+    ref = [s.output_ids for s in engine.generate(prompts, params)]
+    engine.swap(Candidate.builtin("fast", {"decode_attention": "triton", "cuda_graphs": True}))
+    assert [s.output_ids for s in engine.generate(prompts, params)] == ref
+    graphs = engine.forward.graphs
+    assert sorted(graphs.captured) == [1, 2, 4]  # 3 sequences ran padded to the bucket of 4
+    with pytest.raises(CandidateError, match="cuda_graphs needs"):
+        engine.swap(Candidate.builtin("fast", {"cuda_graphs": True}))

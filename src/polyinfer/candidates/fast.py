@@ -5,7 +5,9 @@ Knobs (the first choice of each reproduces the reference's structure):
 - rope: recompute cos/sin every step, or look them up from a table built at swap time;
 - decode_attention: per-sequence loop, one batched PyTorch attention for all decoding sequences, or the
   Triton flash-decoding kernel (offered on CUDA; by name it also runs under the Triton interpreter);
-- prefill_attention: per-sequence loop, or the Triton paged prefill kernel.
+- prefill_attention: per-sequence loop, or the Triton paged prefill kernel;
+- cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
+  which reads lengths on the device; on a CPU the same padded buffers run eagerly).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from polyinfer.candidates.blocks.attention import batched_decode_attention, sequence_attention
+from polyinfer.candidates.blocks.graphs import DecodeGraphs
 from polyinfer.candidates.blocks.layout import FusedLayer
 from polyinfer.candidates.blocks.rope import Rope
 from polyinfer.candidates.reference import rms_norm, rotate_half
@@ -29,6 +32,7 @@ KNOBS: dict[str, list] = {
     "rope": ["compute", "table"],
     "decode_attention": ["loop", "batched", *TRITON],
     "prefill_attention": ["loop", *TRITON],
+    "cuda_graphs": [False, *([True] if TRITON else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
 
@@ -49,6 +53,12 @@ class FastForward:
 
             self.triton_decode = paged_decode_attention.paged_decode_attention
             self.triton_prefill = paged_prefill_attention.paged_prefill_attention
+        self.graphs = None
+        if knobs["cuda_graphs"]:
+            if self.decode_kind != "triton":
+                raise ValueError("cuda_graphs needs decode_attention=triton: a graph cannot read host lengths")
+            max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
+            self.graphs = DecodeGraphs(self.forward, ctx.device, max_batch=64, max_blocks=max_blocks)
 
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
         window = self.spec.sliding_window
@@ -83,6 +93,11 @@ class FastForward:
 
     @torch.inference_mode()
     def __call__(self, batch: Batch) -> torch.Tensor:
+        if self.graphs is not None and self.graphs.fits(batch):
+            return self.graphs(batch)
+        return self.forward(batch)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
         spec, w, kv = self.spec, self.ctx.weights, self.ctx.kv
         eps, d = spec.rms_norm_eps, spec.head_dim
         x = w.embed[batch.input_ids]
