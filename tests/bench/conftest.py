@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
 from polyinfer.models.load import load_model
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Timing on a shared 2-core machine: one intra-op thread keeps torch from stalling on a busy core."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import torch
 
 from polyinfer.engine.candidate import Candidate
-from polyinfer.models.load import LoadedModel, load_model
+from polyinfer.models.load import LoadedModel
 from polyinfer.verify import CheckResult, Report
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    # A tiny model gains nothing from threads; on a busy two-core runner they slow every op down.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def tiny() -> LoadedModel:
-    return load_model("tiny-llama")
 
 
 @pytest.fixture
