@@ -6,6 +6,7 @@ steps without touching weights or KV memory, so sequences in flight continue und
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 
@@ -64,6 +65,9 @@ class Engine:
         what interleaved A/B timing needs. Raises CandidateError on any failure.
         """
         Serving.of(self.config, candidate.knobs)  # refuse bad serving knobs before any work
+        # Candidates dropped since the last swap may hold device memory in reference cycles (weights in
+        # fused layouts, CUDA graph pools): collect them now, not whenever Python's collector runs.
+        gc.collect()
         t0 = time.perf_counter()
         module = import_candidate(candidate)
         t1 = time.perf_counter()

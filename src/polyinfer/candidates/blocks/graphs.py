@@ -20,23 +20,28 @@ Forward = Callable[[Batch], torch.Tensor]
 
 
 class DecodeGraphs:
-    def __init__(self, forward: Forward, device: torch.device, max_batch: int, max_blocks: int) -> None:
-        self.forward, self.device, self.max_blocks = forward, device, max_blocks
+    def __init__(self, device: torch.device, max_batch: int, max_blocks: int) -> None:
+        self.device, self.max_blocks = device, max_blocks
         self.buckets = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b < max_batch] + [max_batch]
         self.captured: dict[int, tuple[Batch, torch.Tensor | None, torch.cuda.CUDAGraph | None]] = {}
 
     def fits(self, batch: Batch) -> bool:
         return batch.is_decode_only and batch.num_seqs <= self.buckets[-1] and batch.block_tables.shape[1] <= self.max_blocks
 
-    def __call__(self, batch: Batch) -> torch.Tensor:
+    def __call__(self, batch: Batch, forward: Forward) -> torch.Tensor:
+        """`forward(batch)`, replayed from the bucket's graph (captured from `forward` on first use).
+
+        The forward is passed in, not kept: a candidate that owns its graphs and whose forward is a
+        bound method would otherwise form a reference cycle, and its weights and graph memory would
+        wait for the garbage collector after every swap."""
         n = batch.num_seqs
         bucket = next(b for b in self.buckets if b >= n)
         if bucket not in self.captured:
-            self.captured[bucket] = self._capture(bucket, batch)
+            self.captured[bucket] = self._capture(bucket, batch, forward)
         static, out, graph = self.captured[bucket]
         self._fill(static, batch)
         if graph is None:
-            return self.forward(static)[:n]
+            return forward(static)[:n]
         graph.replay()
         assert out is not None
         return out[:n]
@@ -62,7 +67,8 @@ class DecodeGraphs:
         static.block_tables[:n, :width].copy_(batch.block_tables)
         static.block_tables[n:, :width] = batch.block_tables[0]
 
-    def _capture(self, bucket: int, batch: Batch) -> tuple[Batch, torch.Tensor | None, torch.cuda.CUDAGraph | None]:
+    def _capture(self, bucket: int, batch: Batch,
+                 forward: Forward) -> tuple[Batch, torch.Tensor | None, torch.cuda.CUDAGraph | None]:
         static = self._static(bucket)
         if self.device.type != "cuda":
             return static, None, None
@@ -71,9 +77,9 @@ class DecodeGraphs:
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(2):  # compile kernels and settle allocations outside the capture
-                self.forward(static)
+                forward(static)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            out = self.forward(static)
+            out = forward(static)
         return static, out, graph
