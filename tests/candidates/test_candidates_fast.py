@@ -40,10 +40,39 @@ def test_torch_knobs_match_the_reference(setup, knobs):
     assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
 
 
-def test_triton_attention_matches_the_reference(setup):
+TRITON_ALL = {"fuse_qkv": True, "fuse_gate_up": True, "decode_attention": "triton", "prefill_attention": "triton",
+              "norm": "triton", "rope_kv": "triton", "activation": "triton", "linear": "triton"}
+
+
+def test_every_triton_kernel_together_matches_the_reference(setup):
     engine, prompts, ref = setup
-    engine.swap(Candidate.builtin("fast", {"decode_attention": "triton", "prefill_attention": "triton"}))
+    engine.swap(Candidate.builtin("fast", TRITON_ALL))
     assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
+
+
+def test_split_k_gemv_matches_the_reference(setup):
+    engine, prompts, ref = setup
+    knobs = {"linear": "triton", "gemv_block_n": 16, "gemv_block_k": 16}  # small tiles: the split-K path runs
+    engine.swap(Candidate.builtin("fast", knobs))
+    assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
+
+
+def test_compiled_regions_match_the_reference(tiny):
+    engine = Engine(tiny, EngineConfig(block_size=4, kv_cache_tokens=512, max_prefill_chunk=6))
+    prompts = [[5, 9, 3, 17], [8, 2, 11, 4, 6, 30, 1]]
+    ref = [s.output_ids for s in engine.generate(prompts, GREEDY)]
+    engine.swap(Candidate.builtin("fast", {"compile": "regions", "fuse_gate_up": True}))
+    assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
+
+
+def test_split_k_fills_the_gpu_but_never_splits_below_a_tile():
+    from polyinfer.candidates.blocks.ops import Linear
+
+    linear = Linear("torch", block_n=32, block_k=256, device=torch.device("cpu"))  # 8 programs wanted
+    assert linear.split_k(n=32, k=4096) == 8  # one tile of rows: split K eight ways
+    assert linear.split_k(n=128, k=4096) == 2  # four tiles: twice
+    assert linear.split_k(n=32, k=512) == 2  # K holds two 256-wide steps only
+    assert linear.split_k(n=4096, k=4096) == 1
 
 
 def test_the_documented_example_matches_the_reference(setup):
@@ -74,3 +103,5 @@ def test_graphed_decode_twin_pads_buckets_and_matches_the_reference():
     assert sorted(graphs.captured) == [1, 2, 4]  # 3 sequences ran padded to the bucket of 4
     with pytest.raises(CandidateError, match="cuda_graphs needs"):
         engine.swap(Candidate.builtin("fast", {"cuda_graphs": True}))
+    with pytest.raises(CandidateError, match="activation=triton needs fuse_gate_up"):
+        engine.swap(Candidate.builtin("fast", {"activation": "triton"}))

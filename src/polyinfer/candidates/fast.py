@@ -4,37 +4,58 @@ Knobs (the first choice of each reproduces the reference's structure):
 - fuse_qkv / fuse_gate_up: concatenate projection weights at swap time, one matmul instead of 3 / 2;
 - rope: recompute cos/sin every step, or look them up from a table built at swap time;
 - decode_attention: per-sequence loop, one batched PyTorch attention for all decoding sequences, or the
-  Triton flash-decoding kernel (offered on CUDA; by name it also runs under the Triton interpreter);
+  Triton flash-decoding kernel;
 - prefill_attention: per-sequence loop, or the Triton paged prefill kernel;
+- norm: PyTorch RMSNorm, or the Triton kernel that fuses the residual add into the norm;
+- rope_kv: rotation and paged-KV write as PyTorch ops, or one Triton launch;
+- activation: PyTorch SiLU-and-multiply, or the Triton kernel (needs the fused gate-up layout);
+- linear: cuBLAS for every projection, or the Triton GEMV for decode-shaped inputs (up to 16 rows),
+  with its tile sizes `gemv_block_n` and `gemv_block_k` (the split over K is sized to fill the GPU);
+- compile: torch.compile of the elementwise regions left in PyTorch (norm, rotation, activation);
 - cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
   which reads lengths on the device; on a CPU the same padded buffers run eagerly).
+
+Triton and compile choices are offered where they compile (CUDA); on a CPU the kernels would only run
+interpreted, far too slowly to win, though tests still ask for them by name.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from polyinfer.candidates.blocks.attention import batched_decode_attention, sequence_attention
 from polyinfer.candidates.blocks.graphs import DecodeGraphs
 from polyinfer.candidates.blocks.layout import FusedLayer
-from polyinfer.candidates.blocks.rope import Rope
-from polyinfer.candidates.reference import rms_norm, rotate_half
+from polyinfer.candidates.blocks.ops import Activation, Linear, Norm
+from polyinfer.candidates.blocks.rope import RopeKVWrite
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import SwapContext
 
-# Triton choices are offered where Triton compiles (CUDA); on a CPU they would only run interpreted,
-# far too slowly to win, though tests still ask for them by name.
-TRITON = ["triton"] if torch.cuda.is_available() else []
+ON_GPU = torch.cuda.is_available()
+TRITON = ["triton"] if ON_GPU else []
 KNOBS: dict[str, list] = {
     "fuse_qkv": [False, True],
     "fuse_gate_up": [False, True],
     "rope": ["compute", "table"],
     "decode_attention": ["loop", "batched", *TRITON],
     "prefill_attention": ["loop", *TRITON],
-    "cuda_graphs": [False, *([True] if TRITON else [])],
+    "norm": ["torch", *TRITON],
+    "rope_kv": ["torch", *TRITON],
+    "activation": ["torch", *TRITON],
+    "linear": ["torch", *TRITON],
+    "gemv_block_n": [32, *([16] if ON_GPU else [])],
+    "gemv_block_k": [256, *([128] if ON_GPU else [])],
+    "compile": ["none", *(["regions"] if ON_GPU else [])],
+    "cuda_graphs": [False, *([True] if ON_GPU else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
+# Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs
+# (the searcher drops a seed whose choices this machine does not offer).
+SEEDS: list[dict] = [
+    {"fuse_qkv": True, "fuse_gate_up": True, "rope": "table", "decode_attention": "triton",
+     "prefill_attention": "triton", "norm": "triton", "rope_kv": "triton", "activation": "triton",
+     "cuda_graphs": True},
+]
 
 
 class FastForward:
@@ -43,10 +64,17 @@ class FastForward:
         unknown = {k for k in ctx.knobs if not k.startswith("serve.")} - set(KNOBS) - {"nonce"}
         if unknown:
             raise ValueError(f"unknown knobs {sorted(unknown)}; this candidate takes {sorted(KNOBS)}")
+        if knobs["activation"] == "triton" and not knobs["fuse_gate_up"]:
+            raise ValueError("activation=triton needs fuse_gate_up: the kernel reads the fused gate-up output")
         self.ctx, self.spec = ctx, ctx.spec
         self.layers = [FusedLayer.build(w, ctx.spec.q_size, ctx.spec.kv_size, knobs["fuse_qkv"], knobs["fuse_gate_up"])
                        for w in ctx.weights.layers]
-        self.rope = Rope(ctx.spec, ctx.device, ctx.dtype, knobs["rope"] == "table")
+        regions = knobs["compile"] == "regions"
+        self.norm = Norm(knobs["norm"], ctx.spec.rms_norm_eps, regions)
+        self.linear = Linear(knobs["linear"], knobs["gemv_block_n"], knobs["gemv_block_k"], ctx.device)
+        self.act = Activation(knobs["activation"], regions) if knobs["fuse_gate_up"] else None
+        self.rope_kv = RopeKVWrite(knobs["rope_kv"], ctx.spec, ctx.device, ctx.dtype, knobs["rope"] == "table",
+                                   regions)
         self.decode_kind, self.prefill_kind = knobs["decode_attention"], knobs["prefill_attention"]
         if "triton" in (self.decode_kind, self.prefill_kind):
             from polyinfer.kernels import paged_decode_attention, paged_prefill_attention
@@ -58,7 +86,7 @@ class FastForward:
             if self.decode_kind != "triton":
                 raise ValueError("cuda_graphs needs decode_attention=triton: a graph cannot read host lengths")
             max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
-            self.graphs = DecodeGraphs(self.forward, ctx.device, max_batch=64, max_blocks=max_blocks)
+            self.graphs = DecodeGraphs(ctx.device, max_batch=64, max_blocks=max_blocks)
 
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
         window = self.spec.sliding_window
@@ -94,7 +122,7 @@ class FastForward:
     @torch.inference_mode()
     def __call__(self, batch: Batch) -> torch.Tensor:
         if self.graphs is not None and self.graphs.fits(batch):
-            return self.graphs(batch)
+            return self.graphs(batch, self.forward)
         return self.forward(batch)
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -102,23 +130,21 @@ class FastForward:
         eps, d = spec.rms_norm_eps, spec.head_dim
         x = w.embed[batch.input_ids]
         t = x.shape[0]
-        cos, sin = self.rope(batch.positions)
+        tables = self.rope_kv.tables(batch)
+        residual: torch.Tensor | None = None
         for i, layer in enumerate(self.layers):
-            h = rms_norm(x, layer.w.input_norm, eps)
-            q, k, v = layer.project_qkv(h)
+            h, residual = self.norm(x, layer.w.input_norm, residual)
+            q, k, v = layer.project_qkv(h, self.linear)
             q, k, v = q.reshape(t, spec.num_heads, d), k.reshape(t, spec.num_kv_heads, d), v.reshape(t, spec.num_kv_heads, d)
-            if layer.w.q_norm is not None and layer.w.k_norm is not None:
-                q, k = rms_norm(q, layer.w.q_norm, eps), rms_norm(k, layer.w.k_norm, eps)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
             k_cache, v_cache = kv.layer(i)
-            k_cache.view(-1, spec.num_kv_heads, d)[batch.slot_mapping] = k
-            v_cache.view(-1, spec.num_kv_heads, d)[batch.slot_mapping] = v
+            q = self.rope_kv(q, k, v, batch, tables, k_cache, v_cache, layer.w.q_norm, layer.w.k_norm, eps)
             attn = self.attention(q, k_cache, v_cache, batch)
-            x = x + F.linear(attn.reshape(t, -1), layer.w.o_proj)
-            x = x + layer.mlp(rms_norm(x, layer.w.post_norm, eps))
-        x = rms_norm(x[batch.logits_indices], w.norm, eps)
-        return F.linear(x, w.lm_head).float()
+            h, residual = self.norm(self.linear(attn.reshape(t, -1), layer.w.o_proj), layer.w.post_norm, residual)
+            x = layer.mlp(h, self.linear, self.act)
+        rows = batch.logits_indices
+        assert residual is not None
+        x, _ = self.norm(x[rows], w.norm, residual[rows])
+        return self.linear(x, w.lm_head).float()
 
 
 def build(ctx: SwapContext) -> FastForward:

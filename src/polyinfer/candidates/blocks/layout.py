@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from polyinfer.models.weights import LayerWeights
+
+Linear = Callable[..., torch.Tensor]  # (x, weight, bias=None) -> x @ weight.T (+ bias)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,16 +33,21 @@ class FusedLayer:
         gate_up = torch.cat([w.gate_proj, w.up_proj]) if fuse_gate_up else None
         return cls(w, qkv, bias, gate_up, q_size, kv_size)
 
-    def project_qkv(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project_qkv(self, h: torch.Tensor, linear: Linear = F.linear) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if self.qkv is None:
             w = self.w
-            return F.linear(h, w.q_proj, w.q_bias), F.linear(h, w.k_proj, w.k_bias), F.linear(h, w.v_proj, w.v_bias)
-        q, k, v = F.linear(h, self.qkv, self.qkv_bias).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+            return linear(h, w.q_proj, w.q_bias), linear(h, w.k_proj, w.k_bias), linear(h, w.v_proj, w.v_bias)
+        q, k, v = linear(h, self.qkv, self.qkv_bias).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         return q, k, v
 
-    def mlp(self, h: torch.Tensor) -> torch.Tensor:
+    def mlp(self, h: torch.Tensor, linear: Linear = F.linear,
+            act: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+        """down(silu(gate(h)) * up(h)); `act` (the fused layout only) maps `[T, 2I]` gate-up to `[T, I]`."""
         w = self.w
         if self.gate_up is None:
-            return F.linear(F.silu(F.linear(h, w.gate_proj)) * F.linear(h, w.up_proj), w.down_proj)
-        gate, up = F.linear(h, self.gate_up).chunk(2, dim=-1)
-        return F.linear(F.silu(gate) * up, w.down_proj)
+            return linear(F.silu(linear(h, w.gate_proj)) * linear(h, w.up_proj), w.down_proj)
+        gate_up = linear(h, self.gate_up)
+        if act is None:
+            gate, up = gate_up.chunk(2, dim=-1)
+            return linear(F.silu(gate) * up, w.down_proj)
+        return linear(act(gate_up), w.down_proj)

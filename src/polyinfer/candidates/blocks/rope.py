@@ -1,9 +1,15 @@
-"""Rotary embedding tables: computed per step, or looked up from a table built once at swap time."""
+"""Rotary embedding: tables computed per step or looked up from a table built once at swap time, and the
+rotation plus the paged-KV write either as PyTorch ops or as one Triton launch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
+from polyinfer.candidates.blocks.ops import apply_rope, compiled
+from polyinfer.candidates.reference import rms_norm
+from polyinfer.engine.batch import Batch
 from polyinfer.models.spec import ModelSpec
 
 
@@ -26,3 +32,42 @@ class Rope:
         if self.cos is None or self.sin is None:
             return self._compute(positions)
         return self.cos[positions], self.sin[positions]
+
+
+class RopeKVWrite:
+    """Rotate q and k, write k and v to the layer's paged caches, return the rotated q `[T, H, D]`.
+
+    PyTorch: `Rope` tables, the rotation (optionally compiled) and two indexed writes. Triton: the
+    `rope_kv_write` kernel, one launch with its own float32 tables (the same products, so the same values).
+    """
+
+    def __init__(self, kind: str, spec: ModelSpec, device: torch.device, dtype: torch.dtype, table: bool,
+                 compile_regions: bool) -> None:
+        self.spec = spec
+        self.rope = Rope(spec, device, dtype, table)
+        self.rotate = compiled(apply_rope, compile_regions)
+        self.kernel: Callable[..., torch.Tensor] | None = None
+        self.cos = self.sin = torch.empty(0)
+        if kind == "triton":
+            from polyinfer.kernels.rope_kv_write import rope_kv_write, rope_tables
+
+            self.kernel = rope_kv_write
+            self.cos, self.sin = rope_tables(self.rope.inv_freq, spec.max_position_embeddings)
+
+    def tables(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """This step's cos/sin for the PyTorch path (empty for the kernel, which reads its own tables)."""
+        return self.rope(batch.positions) if self.kernel is None else (self.cos, self.sin)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
+                 tables: tuple[torch.Tensor, torch.Tensor], k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 q_norm: torch.Tensor | None, k_norm: torch.Tensor | None, eps: float) -> torch.Tensor:
+        if self.kernel is not None:
+            return self.kernel(q, k, v, batch.positions, batch.slot_mapping, *tables, k_cache, v_cache,
+                               q_norm, k_norm, eps)
+        if q_norm is not None and k_norm is not None:
+            q, k = rms_norm(q, q_norm, eps), rms_norm(k, k_norm, eps)
+        q, k = self.rotate(q, k, *tables)
+        hkv, d = self.spec.num_kv_heads, self.spec.head_dim
+        k_cache.view(-1, hkv, d)[batch.slot_mapping] = k
+        v_cache.view(-1, hkv, d)[batch.slot_mapping] = v
+        return q
