@@ -115,6 +115,17 @@ def test_the_first_proposal_is_the_family_with_its_default_knobs(tmp_path: Path)
     assert "baseline" in (first.post or "")
 
 
+def test_the_familys_seeds_come_next_and_seeds_outside_the_space_are_dropped(tmp_path: Path) -> None:
+    seeded = Candidate(BASE.source.replace(
+        "KNOBS =", 'SEEDS = [{"block": 128, "layout": "hnd"}, {"block": 256}, {"depth": 2}]\nKNOBS ='), {}, "family")
+    s = make_generator("knobs", base=seeded, batch=3)
+    assert isinstance(s, KnobSearcher)
+    first, second, _ = s.propose(Study(tmp_path).board.snapshot(1))
+    assert first.candidate == seeded.with_knobs(DEFAULTS)
+    assert second.candidate == seeded.with_knobs({**DEFAULTS, "block": 128, "layout": "hnd"})
+    assert s.seeds() == [{**DEFAULTS, "block": 128, "layout": "hnd"}]  # 256 is no choice; depth no knob
+
+
 def test_it_covers_the_grid_without_a_duplicate_and_ends_exhausted(tmp_path: Path) -> None:
     study = Study(tmp_path)
     s = searcher(batch=3)

@@ -141,3 +141,11 @@ def declared_knobs(candidate: Candidate) -> dict[str, list[Any]]:
     if not isinstance(knobs, dict) or not all(isinstance(v, list) and v for v in knobs.values()):
         raise CandidateError(f"candidate {candidate.label}: KNOBS must map names to non-empty lists")
     return knobs
+
+
+def declared_seeds(candidate: Candidate) -> list[dict[str, Any]]:
+    """Starting points the candidate's author suggests (`SEEDS`: knob settings, the rest at defaults)."""
+    seeds = getattr(import_candidate(candidate), "SEEDS", [])
+    if not isinstance(seeds, list) or not all(isinstance(s, dict) for s in seeds):
+        raise CandidateError(f"candidate {candidate.label}: SEEDS must be a list of knob settings")
+    return seeds

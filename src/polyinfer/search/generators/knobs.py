@@ -3,7 +3,8 @@
 The knobs span a grid. TPE (the default) treats every knob as categorical. CMA-ES treats each knob whose
 choices are all numbers as ordered (an integer index into its sorted choices) and leaves the others to TPE;
 a space with no such knob is searched by TPE alone, and a note says so. The first trial is the base with
-its default knobs (the first choice of each), so the study has a baseline of the family.
+its default knobs (the first choice of each), so the study has a baseline of the family; then come the
+starting points the base suggests in `SEEDS` (those that lie in this space), then the sampler's own.
 
 Each `propose` first tells Optuna what the snapshot now shows for the outstanding trials: the `metric` of
 the candidate's best measurement on `tier` (higher is better), or FAIL for a candidate that failed or was
@@ -27,7 +28,7 @@ from optuna.samplers import BaseSampler, CmaEsSampler, TPESampler
 from optuna.trial import TrialState
 
 from polyinfer.board import TIERS, BoardSnapshot, CandidateState, CandidateView
-from polyinfer.engine.candidate import Candidate, declared_knobs
+from polyinfer.engine.candidate import Candidate, declared_knobs, declared_seeds
 from polyinfer.engine.serving import SERVING_KNOBS
 from polyinfer.errors import PolyinferError
 from polyinfer.search.generators.base import Notebook
@@ -113,6 +114,8 @@ class KnobSearcher:
         self.defaults = {name: choices[0] for name, choices in self.declared.items()}
         if config.start_at_defaults:
             self.study.enqueue_trial(self._params(self.defaults))
+            for seed in self.seeds():
+                self.study.enqueue_trial(self._params(seed))
         self._distributions = {a.name: a.distribution for a in self.axes}
         self._rng = random.Random(config.seed)
         self._explored: set[str] = set()  # candidate hashes proposed here or found on the board
@@ -152,6 +155,16 @@ class KnobSearcher:
             post = f"baseline of {self.base.name or 'the base'}: default knobs {knobs}" if baseline else None
             proposals.append(Proposal(candidate, self.name, self.base.hash, post))
         return proposals
+
+    def seeds(self) -> list[dict[str, Any]]:
+        """The base's suggested starting points that lie in this space (others, e.g. GPU-only choices on a
+        CPU, are dropped), completed with the defaults."""
+        points = []
+        for seed in declared_seeds(self.base):
+            point = {**self.defaults, **seed}
+            if point.keys() == self.defaults.keys() and all(point[a.name] in a.choices for a in self.axes):
+                points.append(point)
+        return points
 
     def _params(self, knobs: dict[str, Any]) -> dict[str, int]:
         return {a.name: a.choices.index(knobs[a.name]) for a in self.axes}
