@@ -3,7 +3,8 @@
     python benchmarks/experiment_throughput.py --model llama-3.1-8b --device cuda --dtype bfloat16
 
 The model is saved once as a safetensors checkpoint on local disk; both paths then load it from there.
-Each experiment is: get the candidate running, then one short measurement (median decode-step time at
+On CUDA the candidates are the reference and seven CUDA-graph variants of `fast` (what a search there
+proposes); on a CPU, eager `fast` variants. Each experiment is: get the candidate running, then one short measurement (median decode-step time at
 batch 1 and 8, 20 calls each). The fresh path starts a process, loads the checkpoint, builds and warms
 the candidate, measures, and exits; the swap path keeps one worker and only swaps. Same candidates,
 same device, one run.
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 from polyinfer.bench.steps import time_step
-from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.candidate import Candidate, declared_seeds
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
 from polyinfer.engine.messages import WorkerSpec
@@ -35,12 +36,16 @@ def measure(engine: Engine) -> dict[str, float]:
 
 
 def candidates(device: str) -> list[Candidate]:
+    """A study's mix: the reference, then `fast` variants; on CUDA the kind a search proposes there (the
+    family's seed, CUDA-graph replay with Triton kernels, and one-knob changes of it)."""
     fast = Candidate.builtin("fast")
-    mix = [Candidate.reference(), fast, fast.with_knobs({"decode_attention": "batched"}),
-           fast.with_knobs({"fuse_qkv": True, "fuse_gate_up": True}), fast.with_knobs({"rope": "table"})]
-    if device.startswith("cuda"):
-        mix.append(fast.with_knobs({"decode_attention": "triton", "prefill_attention": "triton"}))
-    return mix
+    if not device.startswith("cuda"):
+        return [Candidate.reference(), fast, fast.with_knobs({"decode_attention": "batched"}),
+                fast.with_knobs({"fuse_qkv": True, "fuse_gate_up": True}), fast.with_knobs({"rope": "table"})]
+    seed = fast.with_knobs(declared_seeds(fast)[0])
+    changes = [{}, {"linear": "triton"}, {"prefill_attention": "loop"}, {"norm": "torch"}, {"rope_kv": "torch"},
+               {"activation": "torch"}, {"fuse_qkv": False}]
+    return [Candidate.reference(), *(seed.with_knobs(c) for c in changes)]
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import torch
 
 from polyinfer.bench.timer import time_calls
 from polyinfer.engine.batch import Batch
+from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.engine import Engine
 from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
 
@@ -99,3 +100,37 @@ def engine_decode_tok_s(engine: Engine, batch_size: int, prompt_len: int, steps:
     while any(s.status is not SequenceStatus.FINISHED for s in seqs):
         engine.step()
     return batch_size * steps / elapsed
+
+
+@dataclass(frozen=True, slots=True)
+class LogitsCheck:
+    """A candidate's logits against the current forward's on one batch shape."""
+
+    kind: str
+    batch_size: int
+    rel_err: float  # ||candidate - current|| / ||current||
+    max_abs_err: float
+    argmax_agreement: float  # fraction of rows whose greedy token is the same
+
+
+def check_logits(engine: Engine, candidate: Candidate, batch_size: int, context_len: int,
+                 query_len: int = 1) -> LogitsCheck:
+    """Run the current forward and `candidate` (prepared beside it, not swapped in) on the same batch.
+
+    A quick screen for benchmarks that sweep candidates; the verification battery is the real test.
+    """
+    other, _ = engine.prepare(candidate)
+    batch, seqs = step_batch(engine, batch_size, context_len, query_len)
+    current = engine.forward
+    assert current is not None
+    try:
+        with torch.inference_mode():
+            want = current(batch).float()
+            got = other(batch).float()
+    finally:
+        for s in seqs:
+            engine.blocks.release(s)
+    diff = got - want
+    return LogitsCheck("decode" if query_len == 1 else "prefill", batch_size,
+                       float(diff.norm() / want.norm()), float(diff.abs().max()),
+                       float((got.argmax(-1) == want.argmax(-1)).float().mean()))
