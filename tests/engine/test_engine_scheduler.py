@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from polyinfer.engine.block_manager import BlockManager
 from polyinfer.engine.scheduler import Scheduler, SchedulerConfig
 from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
@@ -107,3 +109,26 @@ def test_finish_on_eos_and_length():
     assert finished == [eos] and eos.finish_reason.value == "stop"
     assert s.update(s.schedule(), [9]) == []
     assert s.update(s.schedule(), [9]) == [capped] and len(capped) == 6 and capped.finish_reason.value == "length"
+
+
+def test_token_slices_span_prompt_and_output():
+    seq = Sequence([10, 11, 12], SamplingParams())
+    seq.output_ids.extend([20, 21])
+    for start in range(6):
+        for stop in range(start, 7):
+            assert seq.token_slice(start, stop) == seq.tokens[start:stop]
+
+
+def test_a_packed_batch_has_every_field_where_the_forward_expects_it():
+    from polyinfer.engine.batch import Batch
+
+    batch = Batch.build([[5, 6, 7], [8], [9]], [0, 4, 9], [[3, 1], [2, 4], [6, 0, 5]], 4,
+                        [False, True, True], 1)
+    assert batch.input_ids.tolist() == [5, 6, 7, 8, 9]
+    assert batch.positions.tolist() == [0, 1, 2, 4, 9]
+    assert batch.slot_mapping.tolist() == [12, 13, 14, 16, 21]  # block * 4 + offset
+    assert batch.seq_lens.tolist() == [3, 5, 10] and batch.seq_lens.dtype == torch.int32
+    assert batch.query_start.tolist() == [0, 3, 4, 5]
+    assert batch.block_tables.tolist() == [[3, 1, 0], [2, 4, 0], [6, 0, 5]]
+    assert batch.logits_indices.tolist() == [3, 4]  # the prefill chunk that stops short samples nothing
+    assert batch.seq_lens_host == (3, 5, 10) and batch.query_lens_host == (3, 1, 1)

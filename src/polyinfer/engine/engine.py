@@ -152,7 +152,7 @@ class Engine:
     def batch(self, schedule: Schedule) -> Batch:
         chunks = schedule.chunks
         return Batch.build(
-            [c.seq.tokens[c.seq.num_computed : c.seq.num_computed + c.num_tokens] for c in chunks],
+            [c.seq.token_slice(c.seq.num_computed, c.seq.num_computed + c.num_tokens) for c in chunks],
             [c.seq.num_computed for c in chunks],
             [c.seq.block_table for c in chunks],
             self.kv.block_size,

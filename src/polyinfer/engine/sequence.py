@@ -71,6 +71,15 @@ class Sequence:
     def tokens(self) -> list[int]:
         return self.prompt_ids + self.output_ids
 
+    def token_slice(self, start: int, stop: int) -> list[int]:
+        """`tokens[start:stop]` without building the whole token list (a decode step reads one token)."""
+        p = len(self.prompt_ids)
+        if start >= p:
+            return self.output_ids[start - p : stop - p]
+        if stop <= p:
+            return self.prompt_ids[start:stop]
+        return self.prompt_ids[start:] + self.output_ids[: stop - p]
+
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
 
