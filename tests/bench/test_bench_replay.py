@@ -8,6 +8,8 @@ import pytest
 from bench.workloads import small_trace
 from polyinfer.bench.metrics import SLO
 from polyinfer.bench.replay import ReplayOptions, replay, replay_records
+from polyinfer.engine.config import EngineConfig
+from polyinfer.engine.engine import Engine
 from polyinfer.traffic.trace import Request, Trace, TraceError
 from polyinfer.traffic.workload import cap_trace
 
@@ -25,6 +27,15 @@ def test_replay_as_fast_as_possible_completes_every_request(engine):
     assert not engine.has_work() and engine.blocks.num_free == engine.kv.num_blocks
     # All seven arrive at the start and four slots make the last three wait, so TTFTs spread.
     assert m.ttft.p99_ms > m.ttft.p50_ms > 0 and m.tpot.mean_ms > 0 and m.itl.mean_ms > 0
+
+
+def test_replay_with_asynchronous_steps_completes_every_request(tiny):
+    engine = Engine(tiny, EngineConfig(kv_cache_tokens=2048, max_num_seqs=4, async_steps=True))
+    trace = small_trace(7)
+    m = replay(engine, trace, ReplayOptions(warmup_requests=0))
+    assert m.requests == 7 and m.output_tokens == sum(r.output_len for r in trace.requests)
+    assert not engine.has_work() and engine.blocks.num_free == engine.kv.num_blocks
+    assert m.ttft.p50_ms > 0 and m.itl.mean_ms > 0
 
 
 def test_every_request_gets_its_output_length(engine):

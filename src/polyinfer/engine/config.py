@@ -32,6 +32,7 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     max_prefill_chunk: int = 512
     prefix_caching: bool = False
+    async_steps: bool = False  # schedule and launch step n+1 before reading step n's tokens (engine.py)
     seed: int = 0
 
     def __post_init__(self) -> None:

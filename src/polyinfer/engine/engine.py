@@ -2,6 +2,13 @@
 
 `step()` is schedule -> run the candidate -> sample -> update. `swap()` replaces the forward pass between
 steps without touching weights or KV memory, so sequences in flight continue under the new candidate.
+
+With `async_steps` a step is split in two, so the host's work overlaps the device's: `step()` schedules,
+builds and launches step n+1, and only then waits for step n's tokens and settles them. Sequences carry
+a placeholder for a token still on the device; step n+1 reads those tokens from step n's device output,
+and a sequence that step n finishes has a row in step n+1 whose result is discarded (its blocks are
+released after step n+1 was queued, so the device finishes with them before anyone reuses them). The
+tokens are the same as in synchronous steps; each is timestamped when its value reaches the host.
 """
 
 from __future__ import annotations
@@ -23,6 +30,21 @@ from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
 from polyinfer.engine.serving import Serving
 from polyinfer.errors import CandidateError, RequestError
 from polyinfer.models.load import LoadedModel
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """A launched asynchronous step whose tokens have not been read yet."""
+
+    sampling: list[tuple[Sequence, int]]  # (sequence, row of `sampled`) for each live sampling chunk
+    sampled: torch.Tensor  # int64 [rows] on the device
+    host: torch.Tensor  # its copy on the host (pinned on CUDA), complete once `done` is
+    done: torch.cuda.Event | None
+
+    def tokens(self) -> list[int]:
+        if self.done is not None:
+            self.done.synchronize()
+        return self.host.tolist()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +76,8 @@ class Engine:
         self.scheduler = Scheduler(config.scheduler, self.blocks, tuple(eos), self.max_model_len)
         self.sampler = Sampler(self.device, config.seed)
         self.serving = Serving.of(config, {})
+        self.async_steps = config.async_steps
+        self.in_flight: InFlight | None = None
         self.candidate: Candidate | None = None
         self.forward: Forward | None = None
         self.swap(candidate or Candidate.reference())
@@ -136,15 +160,65 @@ class Engine:
         return seq
 
     def step(self) -> list[Sequence]:
-        """Run one scheduled batch; returns the sequences that finished in it."""
+        """Run one scheduled batch; returns the sequences that finished in it (with `async_steps`: in the
+        step before it, whose tokens this call reads)."""
+        if self.async_steps:
+            return self._step_async()
+        finished = self.drain()  # a step left in flight when asynchronous steps were turned off
         schedule = self.scheduler.schedule()
         if not schedule.chunks:
-            return []
+            return finished
         assert self.candidate is not None and self.forward is not None
         logits = self._run(self.candidate, self.forward, self.batch(schedule))
         sampling = [c.seq for c in schedule.chunks if c.samples]
         tokens = self.sampler.sample(logits.float(), [s.params for s in sampling], [s.id for s in sampling])
-        finished = self.scheduler.update(schedule, tokens)
+        finished += self.scheduler.update(schedule, tokens)
+        for seq in finished:
+            self.sampler.forget(seq.id)
+        return finished
+
+    def _step_async(self) -> list[Sequence]:
+        schedule = self.scheduler.schedule()
+        launched = self._launch(schedule) if schedule.chunks else None
+        finished = self.drain()
+        if launched is not None:
+            sampled, host, done = launched
+            self.in_flight = InFlight(self.scheduler.advance(schedule), sampled, host, done)
+        return finished
+
+    def _launch(self, schedule: Schedule) -> tuple[torch.Tensor, torch.Tensor, torch.cuda.Event | None]:
+        """Queue the step's forward and sampling on the device; nothing here waits for the device."""
+        assert self.candidate is not None and self.forward is not None
+        batch = self.batch(schedule)
+        prev = self.in_flight
+        if prev is not None:  # decode inputs that are the previous step's tokens, still on the device
+            row_of = {id(seq): row for seq, row in prev.sampling}
+            rows, start = [], 0
+            for c in schedule.chunks:
+                if c.num_tokens == 1 and id(c.seq) in row_of:
+                    rows.append((start, row_of[id(c.seq)]))
+                start += c.num_tokens
+            if rows:
+                index = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+                batch.input_ids[index[:, 0]] = prev.sampled[index[:, 1]]
+        logits = self._run(self.candidate, self.forward, batch)
+        sampling = [c.seq for c in schedule.chunks if c.samples]
+        sampled = self.sampler.sample_on_device(logits.float(), [s.params for s in sampling],
+                                                [s.id for s in sampling])
+        if self.device.type != "cuda":
+            return sampled, sampled, None
+        host = torch.empty(sampled.shape, dtype=sampled.dtype, pin_memory=True)
+        host.copy_(sampled, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return sampled, host, done
+
+    def drain(self) -> list[Sequence]:
+        """Wait for the step in flight, if any, and settle its tokens; returns the sequences it finished."""
+        prev, self.in_flight = self.in_flight, None
+        if prev is None:
+            return []
+        finished = self.scheduler.settle(prev.sampling, prev.tokens())
         for seq in finished:
             self.sampler.forget(seq.id)
         return finished
@@ -162,7 +236,7 @@ class Engine:
         )
 
     def has_work(self) -> bool:
-        return self.scheduler.has_work
+        return self.scheduler.has_work or self.in_flight is not None
 
     def generate(self, prompts: list[list[int]], params: SamplingParams | list[SamplingParams]) -> list[Sequence]:
         """Run prompts to completion with continuous batching; results in prompt order."""

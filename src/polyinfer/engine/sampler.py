@@ -15,11 +15,15 @@ class Sampler:
 
     def sample(self, logits: torch.Tensor, params: list[SamplingParams], seq_ids: list[int]) -> list[int]:
         """One token per row of `logits` [rows, vocab] (float32)."""
+        return self.sample_on_device(logits, params, seq_ids).tolist()
+
+    def sample_on_device(self, logits: torch.Tensor, params: list[SamplingParams], seq_ids: list[int]) -> torch.Tensor:
+        """The same tokens as `sample`, left on the device (int64 `[rows]`): nothing waits for them."""
         out = logits.argmax(dim=-1)
         for row, (p, sid) in enumerate(zip(params, seq_ids, strict=True)):
             if not p.greedy:
                 out[row] = self._draw(logits[row], p, self._generator(p, sid))
-        return out.tolist()
+        return out
 
     def forget(self, seq_id: int) -> None:
         self.generators.pop(seq_id, None)

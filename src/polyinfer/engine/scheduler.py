@@ -49,6 +49,9 @@ class Schedule:
         return sum(c.num_tokens for c in self.chunks)
 
 
+PLACEHOLDER = 0  # an output token whose value is still on the device (asynchronous steps)
+
+
 class Scheduler:
     def __init__(
         self, config: SchedulerConfig, blocks: BlockManager, eos_ids: tuple[int, ...], max_model_len: int
@@ -130,24 +133,44 @@ class Scheduler:
 
     def update(self, schedule: Schedule, sampled: list[int]) -> list[Sequence]:
         """Advance sequences by a finished step; `sampled` holds one token per sampling chunk, in order."""
-        now = time.perf_counter()
-        tokens = iter(sampled)
-        finished = []
+        return self.settle(self.advance(schedule), sampled)
+
+    def advance(self, schedule: Schedule) -> list[tuple[Sequence, int]]:
+        """The part of a step's update that needs no sampled token: count the step's tokens as computed
+        and give every sampling sequence a placeholder for its new token. Returns (sequence, row of the
+        step's samples) for each, in order. A sequence no longer running (it finished while this step
+        was in flight) is skipped: its row is discarded."""
+        sampling = []
+        row = 0
         for chunk in schedule.chunks:
             seq = chunk.seq
-            seq.num_computed += chunk.num_tokens
-            self.blocks.register_full_blocks(seq)
-            if not chunk.samples:
-                continue
-            token = next(tokens)
-            seq.output_ids.append(token)
+            if seq.status is SequenceStatus.RUNNING:
+                seq.num_computed += chunk.num_tokens
+                self.blocks.register_full_blocks(seq)
+                if chunk.samples:
+                    seq.output_ids.append(PLACEHOLDER)
+                    sampling.append((seq, row))
+            row += chunk.samples
+        return sampling
+
+    def settle(self, sampling: list[tuple[Sequence, int]], sampled: list[int]) -> list[Sequence]:
+        """Put the sampled tokens in place of the placeholders and finish the sequences that are done."""
+        now = time.perf_counter()
+        finished = []
+        for seq, row in sampling:
+            token = sampled[row]
+            seq.output_ids[-1] = token
             seq.token_times.append(now)
             reason = self._finish_reason(seq, token)
-            if reason is not None:
-                seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+            if reason is None:
+                continue
+            if seq.status is SequenceStatus.RUNNING:
                 self.running.remove(seq)
                 self.blocks.release(seq)
-                finished.append(seq)
+            else:  # preempted by a step scheduled while this one was in flight
+                self.waiting.remove(seq)
+            seq.status, seq.finish_reason = SequenceStatus.FINISHED, reason
+            finished.append(seq)
         return finished
 
     def _finish_reason(self, seq: Sequence, token: int) -> FinishReason | None:

@@ -16,6 +16,7 @@ PREFIX = "serve."
 SERVING_KNOBS: dict[str, list[Any]] = {
     "serve.prefix_caching": [False, True],
     "serve.max_prefill_chunk": [512, 256, 128],
+    "serve.async_steps": [False, True],
 }
 
 
@@ -23,6 +24,7 @@ SERVING_KNOBS: dict[str, list[Any]] = {
 class Serving:
     prefix_caching: bool
     max_prefill_chunk: int
+    async_steps: bool
 
     @classmethod
     def of(cls, config: EngineConfig, knobs: Mapping[str, Any]) -> Serving:
@@ -32,13 +34,18 @@ class Serving:
             raise CandidateError(f"unknown serving knobs {unknown}; serving knobs are {sorted(SERVING_KNOBS)}")
         caching = knobs.get("serve.prefix_caching", config.prefix_caching)
         chunk = knobs.get("serve.max_prefill_chunk", config.max_prefill_chunk)
-        if not isinstance(caching, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise CandidateError(f"bad serving knobs: prefix_caching={caching!r}, max_prefill_chunk={chunk!r}")
-        return cls(caching, chunk)
+        steps = knobs.get("serve.async_steps", config.async_steps)
+        if not isinstance(caching, bool) or not isinstance(chunk, int) or chunk < 1 or not isinstance(steps, bool):
+            raise CandidateError(f"bad serving knobs: prefix_caching={caching!r}, max_prefill_chunk={chunk!r}, "
+                                 f"async_steps={steps!r}")
+        return cls(caching, chunk, steps)
 
     def apply(self, engine: Any) -> None:
+        """Make these the engine's settings; a step in flight is settled first, under the old ones."""
+        engine.drain()
         engine.blocks.prefix_caching = self.prefix_caching
         engine.scheduler.config = dataclasses.replace(engine.scheduler.config, max_prefill_chunk=self.max_prefill_chunk)
+        engine.async_steps = self.async_steps
         engine.serving = self
 
 
