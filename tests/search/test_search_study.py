@@ -54,3 +54,22 @@ def test_study_finds_promotes_and_reports_a_verified_speedup(tmp_path, trace):
     assert ledger.experiments == 3 and 0 < ledger.busy_fraction <= 1
     assert ledger.swap_s > 0 and ledger.measure_s > 0
     assert all(v.state is not CandidateState.MEASURING for v in snap.candidates)
+
+
+def test_promotion_lets_the_full_tier_judge_what_the_fast_tier_cannot_see():
+    from polyinfer.bench.compare import ABResult
+    from polyinfer.bench.stats import summarize
+    from polyinfer.search.experiment import Outcome
+    from polyinfer.search.study import promote
+
+    def outcome(ratios: list[float]) -> Outcome:
+        return Outcome("fast", ABResult(summarize("a", "b", ratios, 0.02), None, None), 0.0, 0.0)
+
+    same, faster, slower = outcome([1.0, 1.001, 0.999, 1.0]), outcome([1.5] * 4), outcome([0.5] * 4)
+    incumbent = Candidate.builtin("fast", {"fuse_qkv": True})
+    steps = incumbent.with_knobs({"serve.async_steps": True})
+    assert promote(incumbent, steps, same)  # only the step knob changed: the full tier must decide
+    assert not promote(incumbent, steps, slower)
+    assert not promote(incumbent, incumbent.with_knobs({"rope": "table"}), same)  # the fast tier saw it
+    assert not promote(incumbent, steps.with_knobs({"rope": "table"}), same)
+    assert promote(incumbent, incumbent.with_knobs({"rope": "table"}), faster)

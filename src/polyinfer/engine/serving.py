@@ -19,6 +19,10 @@ SERVING_KNOBS: dict[str, list[Any]] = {
     "serve.async_steps": [False, True],
 }
 
+# Serving knobs that change only how the host drives steps, not which steps run: the fast tier, which
+# times forward passes, cannot see them, so only the full tier can judge a change of these alone.
+STEP_KNOBS = frozenset({"serve.async_steps"})
+
 
 @dataclass(frozen=True, slots=True)
 class Serving:

@@ -18,6 +18,7 @@ from polyinfer.board.records import Study as StudyRecord
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.messages import WorkerSpec
+from polyinfer.engine.serving import STEP_KNOBS
 from polyinfer.engine.supervisor import EngineProcess, WorkerFailure
 from polyinfer.models.spec import ModelSpec
 from polyinfer.search import experiment
@@ -222,7 +223,7 @@ class StudyLoop:
                 timeout_s=c.experiment_timeout_s,
             )
             self._record(cand, generator, out)
-            if not out.faster or cand.hash == self.incumbent.hash:
+            if not promote(self.incumbent, cand, out) or cand.hash == self.incumbent.hash:
                 return
             self.board.set_candidate_state(sid, cand.hash, CandidateState.MEASURING)
             out = self.full.call(
@@ -313,3 +314,15 @@ class StudyLoop:
                 if record is not None:
                     return Candidate(record.source, dict(record.knobs), record.name)
         return self.baseline
+
+
+def promote(incumbent: Candidate, candidate: Candidate, fast: experiment.Outcome) -> bool:
+    """Whether a fast-tier result sends the candidate on to the full tier: faster beyond noise, or no
+    different when it differs from the incumbent only in knobs the fast tier cannot see (`STEP_KNOBS`)."""
+    if fast.faster:
+        return True
+    if str(fast.ab.comparison.verdict) != "same" or candidate.source != incumbent.source:
+        return False
+    changed = {k for k in {*incumbent.knobs, *candidate.knobs}
+               if incumbent.knobs.get(k) != candidate.knobs.get(k)}
+    return bool(changed) and changed <= STEP_KNOBS
