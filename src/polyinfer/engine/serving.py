@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from polyinfer.engine.config import EngineConfig
 from polyinfer.errors import CandidateError
 
@@ -16,7 +18,9 @@ PREFIX = "serve."
 SERVING_KNOBS: dict[str, list[Any]] = {
     "serve.prefix_caching": [False, True],
     "serve.max_prefill_chunk": [512, 256, 128],
-    "serve.async_steps": [False, True],
+    # Overlapping the host's work with the device's needs a device that runs asynchronously: offered on
+    # CUDA only (on a CPU it would only cost the search full-tier runs); asked for by name it runs anywhere.
+    "serve.async_steps": [False, *([True] if torch.cuda.is_available() else [])],
 }
 
 # Serving knobs that change only how the host drives steps, not which steps run: the fast tier, which
