@@ -7,7 +7,7 @@ PyTorch reach: fused QKV and gate/up weights, a static KV cache [batch, kv_heads
 layer written with `index_copy_`, attention over the whole cache under a mask taken from `input_pos`, and
 one decode step compiled whole and replayed as a CUDA graph. Weights come from polyinfer's loader and the
 numerics follow the reference candidate (RMSNorm in float32, rotate-half RoPE), so greedy tokens match the
-engine's (tests/test_compiled_baseline.py checks that on the CPU). Prints tok/s and the fraction of the
+engine's (tests/bench/test_bench_compiled_baseline.py checks that on the CPU). Prints tok/s and the fraction of the
 bandwidth floor: batch x copy bandwidth / bytes of weights a decode step reads.
 """
 
@@ -26,23 +26,13 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from polyinfer.candidates.reference import rms_norm, rotate_half
 from polyinfer.engine.config import parse_dtype
 from polyinfer.models.load import LoadedModel, load_model
 from polyinfer.models.spec import ModelSpec
 from polyinfer.models.weights import LayerWeights
 
 WARMUP_STEPS = 3  # reduce-overhead compiles on the first call, records the CUDA graph on the second
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * xf.to(x.dtype)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 def frozen(t: torch.Tensor) -> nn.Parameter:
