@@ -44,19 +44,21 @@ class RopeKVWrite:
     def __init__(self, kind: str, spec: ModelSpec, device: torch.device, dtype: torch.dtype, table: bool,
                  compile_regions: bool) -> None:
         self.spec = spec
-        self.rope = Rope(spec, device, dtype, table)
         self.rotate = compiled(apply_rope, compile_regions)
         self.kernel: Callable[..., torch.Tensor] | None = None
-        self.cos = self.sin = torch.empty(0)
+        self.rope: Rope | None = None
         if kind == "triton":
             from polyinfer.kernels.rope_kv_write import rope_kv_write, rope_tables
 
             self.kernel = rope_kv_write
-            self.cos, self.sin = rope_tables(self.rope.inv_freq, spec.max_position_embeddings)
+            inv_freq = spec.rope.inv_freq(spec.head_dim).to(device)
+            self.cos, self.sin = rope_tables(inv_freq, spec.max_position_embeddings)
+        else:
+            self.rope = Rope(spec, device, dtype, table)
 
     def tables(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """This step's cos/sin for the PyTorch path (empty for the kernel, which reads its own tables)."""
-        return self.rope(batch.positions) if self.kernel is None else (self.cos, self.sin)
+        """This step's cos/sin for the PyTorch path; the kernel's whole float32 tables for the kernel."""
+        return self.rope(batch.positions) if self.rope is not None else (self.cos, self.sin)
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: Batch,
                  tables: tuple[torch.Tensor, torch.Tensor], k_cache: torch.Tensor, v_cache: torch.Tensor,
