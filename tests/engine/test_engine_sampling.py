@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from polyinfer.engine.sampler import Sampler
+from polyinfer.engine.sampler import Sampler, argmax
 from polyinfer.engine.sequence import SamplingParams
 from polyinfer.errors import RequestError
 
@@ -20,6 +20,19 @@ def draw(params: SamplingParams, logits: torch.Tensor, n: int, seq_id: int = 0) 
 def test_greedy_is_argmax():
     logits = torch.randn(5, 50)
     assert Sampler(CPU).sample(logits, [SamplingParams()] * 5, list(range(5))) == logits.argmax(-1).tolist()
+
+
+@pytest.mark.parametrize("vocab", [128256, 49152, 32000, 50257])
+@pytest.mark.parametrize("rows", [1, 7])
+def test_two_stage_argmax_matches_argmax_including_ties(vocab, rows):
+    gen = torch.Generator().manual_seed(vocab + rows)
+    logits = torch.randn(rows, vocab, generator=gen)
+    assert torch.equal(argmax(logits), logits.argmax(-1))
+    top = logits.max() + 1  # the same maximum in two slices and twice in one: the lowest index wins
+    for col in (vocab - 1, vocab // 2 + 1, vocab // 2, 9):
+        logits[:, col] = top
+    assert torch.equal(argmax(logits), logits.argmax(-1))
+    assert argmax(logits).tolist() == [9] * rows
 
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent():

@@ -30,6 +30,7 @@ from polyinfer.bench.timer import time_calls
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import Candidate, Forward, SwapContext, import_candidate
 from polyinfer.engine.engine import Engine
+from polyinfer.engine.sampler import argmax
 from polyinfer.engine.serving import Serving
 from polyinfer.errors import CandidateError, PolyinferError
 from polyinfer.traffic.profile import WorkloadProfile
@@ -138,7 +139,7 @@ def time_round(
 
 
 def _sampled(forward: Forward, batch: Batch) -> torch.Tensor:
-    return forward(batch).argmax(-1)  # greedy sampling's cost belongs to the step
+    return argmax(forward(batch))  # greedy sampling's cost belongs to the step
 
 
 def result(candidate: Candidate, mix: ShapeMix, timings: Timings, full_layers: int) -> FastTierResult:

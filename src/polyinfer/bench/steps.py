@@ -13,6 +13,7 @@ from polyinfer.bench.timer import time_calls
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.engine import Engine
+from polyinfer.engine.sampler import argmax
 from polyinfer.engine.sequence import SamplingParams, Sequence, SequenceStatus
 
 
@@ -71,7 +72,7 @@ def time_step(
     assert forward is not None
     try:
         with torch.inference_mode():
-            seconds = time_calls(lambda: forward(batch).argmax(-1), engine.device, reps, warmup)
+            seconds = time_calls(lambda: argmax(forward(batch)), engine.device, reps, warmup)
     finally:
         for s in seqs:
             engine.blocks.release(s)
@@ -79,10 +80,11 @@ def time_step(
     return StepTiming(kind, batch_size, context_len, batch_size * query_len, tuple(seconds))
 
 
-def engine_decode_tok_s(engine: Engine, batch_size: int, prompt_len: int, steps: int) -> float:
-    """Output tokens per second of whole engine steps once every sequence is decoding."""
+def engine_decode_tok_s(engine: Engine, batch_size: int, prompt_len: int, steps: int, windows: int = 3) -> float:
+    """Output tokens per second of whole engine steps once every sequence is decoding: the median over
+    `windows` consecutive windows of `steps` steps (one window can catch a pause of the host's)."""
     gen = torch.Generator().manual_seed(prompt_len)
-    params = SamplingParams(max_tokens=steps + 8, ignore_eos=True)
+    params = SamplingParams(max_tokens=windows * steps + 8, ignore_eos=True)
     seqs = [
         engine.add_request(
             torch.randint(0, engine.spec.vocab_size, (prompt_len,), generator=gen).tolist(), params
@@ -93,13 +95,15 @@ def engine_decode_tok_s(engine: Engine, batch_size: int, prompt_len: int, steps:
         engine.step()
     for _ in range(2):
         engine.step()
-    t0 = time.perf_counter()  # each step ends in a device-to-host copy of the sampled ids: synchronous
-    for _ in range(steps):
-        engine.step()
-    elapsed = time.perf_counter() - t0
+    rates = []
+    for _ in range(windows):
+        t0 = time.perf_counter()  # each step reads the sampled ids of itself or (async) of the one before
+        for _ in range(steps):
+            engine.step()
+        rates.append(batch_size * steps / (time.perf_counter() - t0))
     while any(s.status is not SequenceStatus.FINISHED for s in seqs):
         engine.step()
-    return batch_size * steps / elapsed
+    return statistics.median(rates)
 
 
 @dataclass(frozen=True, slots=True)

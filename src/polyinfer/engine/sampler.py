@@ -7,6 +7,19 @@ import torch
 from polyinfer.engine.sequence import SamplingParams
 
 
+def argmax(logits: torch.Tensor, chunks: int = 64) -> torch.Tensor:
+    """`logits.argmax(-1)` for `[rows, vocab]`, in two stages: a single row's argmax runs as one
+    thread block on a GPU (27 us for a 128k vocabulary on an H200, 2% of a 1B model's decode step);
+    the maximum of each of `chunks` slices first spreads it over many. Ties resolve to the lowest index,
+    as in one stage: the first slice holding the maximum wins, and within it the first position."""
+    rows, vocab = logits.shape
+    if vocab % chunks or vocab < 64 * chunks:
+        return logits.argmax(dim=-1)
+    best, at = logits.view(rows, chunks, vocab // chunks).max(dim=-1)
+    chunk = best.argmax(dim=-1, keepdim=True)
+    return (chunk * (vocab // chunks) + at.gather(1, chunk)).squeeze(1)
+
+
 class Sampler:
     def __init__(self, device: torch.device, seed: int = 0) -> None:
         self.device = device
@@ -19,7 +32,7 @@ class Sampler:
 
     def sample_on_device(self, logits: torch.Tensor, params: list[SamplingParams], seq_ids: list[int]) -> torch.Tensor:
         """The same tokens as `sample`, left on the device (int64 `[rows]`): nothing waits for them."""
-        out = logits.argmax(dim=-1)
+        out = argmax(logits)
         for row, (p, sid) in enumerate(zip(params, seq_ids, strict=True)):
             if not p.greedy:
                 out[row] = self._draw(logits[row], p, self._generator(p, sid))
