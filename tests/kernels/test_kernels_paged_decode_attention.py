@@ -41,3 +41,12 @@ def test_paged_decode_attention_reads_a_strided_query_view(paged_kv, device, dty
     q = torch.randn(6, 8, 32, device=device, dtype=dtype)[4:]
     got = kernel.paged_decode_attention(q, k_cache, v_cache, tables, seq_lens, NUM_SPLITS=2)
     check(got, kernel.reference(q, k_cache, v_cache, tables, seq_lens))
+
+
+def test_auto_splits_fill_the_multiprocessors_and_stop_at_large_batches():
+    cpu = torch.device("cpu")  # counted as 8 multiprocessors
+    assert kernel.auto_splits(1, cpu) == 16  # one program would want 16: capped
+    assert kernel.auto_splits(4, cpu) == 4
+    assert kernel.auto_splits(5, cpu) == 4  # ceil(16 / 5) = 4
+    assert kernel.auto_splits(64, cpu) == 1
+    assert kernel.auto_splits(1, cpu, max_splits=8) == 8

@@ -7,14 +7,15 @@ Returns `[B, H, D]` in q's dtype: softmax(q k^T * scale) v over the sequence's f
 tokens (the last `sliding_window` of them when given), query head h reading kv head `h // (H // Hkv)`.
 
 One program per (sequence, kv head, split) loads each K/V tile once for all H/Hkv query heads of its
-group. NUM_SPLITS programs share a long context (flash-decoding) and a second kernel merges their
-partial results by log-sum-exp in a fixed order. BLOCK tokens are gathered per step through the block
-table, so it need not relate to block_size. USE_DOT pads the query group to 16 rows to use tensor cores
-instead of CUDA-core FMAs.
+group. NUM_SPLITS programs (by default `auto_splits`) share a long context (flash-decoding) and a
+second kernel merges their partial results by log-sum-exp in a fixed order. BLOCK tokens are gathered
+per step through the block table, so it need not relate to block_size. USE_DOT pads the query group to
+16 rows to use tensor cores instead of CUDA-core FMAs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -111,6 +112,19 @@ def _merge_splits_kernel(part_ptr, lse_ptr, o_ptr, stride_ob, stride_oh, H,
     tl.store(o_ptr + b * stride_ob + h * stride_oh + d, out.to(o_ptr.dtype.element_ty), mask=d < HEAD_DIM)
 
 
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 8
+
+
+def auto_splits(programs: int, device: torch.device, max_splits: int = 16) -> int:
+    """Splits per (sequence, kv head) that give every multiprocessor about two programs: many at
+    batch 1, where 8 kv heads alone would leave most of an H200 idle, none at large batches, where they
+    only add partials to write and merge."""
+    want = -(-2 * _multiprocessors(device) // programs)
+    return min(max_splits, triton.next_power_of_2(want))
+
+
 def paged_decode_attention(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -120,7 +134,7 @@ def paged_decode_attention(
     sliding_window: int | None = None,
     *,
     BLOCK: int = 64,
-    NUM_SPLITS: int = 16,
+    NUM_SPLITS: int | None = None,
     USE_DOT: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
@@ -128,6 +142,8 @@ def paged_decode_attention(
     b, h, d = q.shape
     hkv = k_cache.shape[2]
     group = h // hkv
+    if NUM_SPLITS is None:
+        NUM_SPLITS = auto_splits(b * hkv, q.device)
     out = torch.empty((b, h, d), dtype=q.dtype, device=q.device)
     part = torch.empty((b, h, NUM_SPLITS, d), dtype=torch.float32, device=q.device) if NUM_SPLITS > 1 else out
     lse = torch.empty((b, h, NUM_SPLITS), dtype=torch.float32, device=q.device) if NUM_SPLITS > 1 else out
