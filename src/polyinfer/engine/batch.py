@@ -13,6 +13,15 @@ from dataclasses import dataclass
 import torch
 
 
+def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor's copy on `device`, queued without waiting. From pageable memory a CUDA copy may
+    wait for the stream's earlier work, which would stall asynchronous steps; pinned memory never does
+    (the caching host allocator keeps the staging buffer until the copy has run)."""
+    if device.type == "cuda":
+        host = host.pin_memory()
+    return host.to(device, non_blocking=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     input_ids: torch.Tensor  # [T] int64
@@ -87,9 +96,10 @@ class Batch:
             ints.extend(table)
             if len(table) < width:
                 ints.extend(itertools.repeat(0, width - len(table)))
-        long_t = torch.frombuffer(longs, dtype=torch.int64) if longs else torch.empty(0, dtype=torch.int64)
-        long_t = long_t.to(device, non_blocking=True)
-        int_t = torch.frombuffer(ints, dtype=torch.int32).to(device, non_blocking=True)
+        device = torch.device(device)
+        long_t = to_device(torch.frombuffer(longs, dtype=torch.int64) if longs else torch.empty(0, dtype=torch.int64),
+                           device)
+        int_t = to_device(torch.frombuffer(ints, dtype=torch.int32), device)
         return cls(
             input_ids=long_t[:t],
             positions=long_t[t : 2 * t],

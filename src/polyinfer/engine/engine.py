@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from polyinfer.engine.batch import Batch
+from polyinfer.engine.batch import Batch, to_device
 from polyinfer.engine.block_manager import BlockManager
 from polyinfer.engine.candidate import Candidate, Forward, SwapContext, import_candidate
 from polyinfer.engine.config import EngineConfig
@@ -209,7 +209,7 @@ class Engine:
                     rows.append((start, row_of[id(c.seq)]))
                 start += c.num_tokens
             if rows:
-                index = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+                index = to_device(torch.tensor(rows, dtype=torch.int64), self.device)
                 batch.input_ids[index[:, 0]] = prev.sampled[index[:, 1]]
         logits = self._run(self.candidate, self.forward, batch)
         sampling = [c.seq for c in schedule.chunks if c.samples]
