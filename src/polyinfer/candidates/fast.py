@@ -49,13 +49,13 @@ KNOBS: dict[str, list] = {
     "cuda_graphs": [False, *([True] if ON_GPU else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
-# Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs
-# (the searcher drops a seed whose choices this machine does not offer).
-SEEDS: list[dict] = [
-    {"fuse_qkv": True, "fuse_gate_up": True, "rope": "table", "decode_attention": "triton",
-     "prefill_attention": "triton", "norm": "triton", "rope_kv": "triton", "activation": "triton",
-     "cuda_graphs": True},
-]
+# Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs,
+# then the same with asynchronous engine steps, which hide the engine's host work behind the device's
+# (the searcher drops a seed whose choices, or serving knobs, its space does not offer).
+_EVERY_KERNEL = {"fuse_qkv": True, "fuse_gate_up": True, "rope": "table", "decode_attention": "triton",
+                 "prefill_attention": "triton", "norm": "triton", "rope_kv": "triton", "activation": "triton",
+                 "cuda_graphs": True}
+SEEDS: list[dict] = [_EVERY_KERNEL, {**_EVERY_KERNEL, "serve.async_steps": True}]
 
 
 class FastForward:
@@ -91,6 +91,8 @@ class FastForward:
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
         window = self.spec.sliding_window
         p = batch.num_prefill
+        if p == 0 and self.decode_kind == "triton":  # the kernel's output is the whole result: no copy
+            return self.triton_decode(q, k_cache, v_cache, batch.block_tables, batch.seq_lens, sliding_window=window)
         split = int(sum(batch.query_lens_host[:p]))  # rows of the prefill chunks
         out = torch.empty_like(q)
         if p and self.prefill_kind == "triton":
