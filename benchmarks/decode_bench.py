@@ -107,7 +107,7 @@ def main() -> None:
             print(f"compiled baseline b{b}: {m['tok_s']:.0f} tok/s (compile {m['compile_s']:.0f} s)", flush=True)
             save(args, results)
     config = EngineConfig(device=args.device, dtype=args.dtype,
-                          kv_cache_tokens=max(batches) * (args.context + 2 * args.steps + 64))
+                          kv_cache_tokens=max(batches) * (args.context + 4 * args.steps + 64))
     with EngineProcess(WorkerSpec(args.model, config)) as proc:
         assert proc.ready is not None
         weights = proc.ready.weights_bytes

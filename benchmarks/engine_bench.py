@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
     device = torch.device(args.device)
-    config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=max(batches) * (args.context + 2 * args.steps + 64))
+    config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=max(batches) * (args.context + 4 * args.steps + 64))
     bandwidth = copy_bandwidth(device)
     results: dict = {"model": args.model, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                      "dtype": args.dtype, "torch": torch.__version__, "copy_bandwidth_Bps": bandwidth}
