@@ -50,6 +50,10 @@ def test_study_finds_promotes_and_reports_a_verified_speedup(tmp_path, trace):
                      for m in board.measurements(loop.study.id, v.hash))
     assert counts[(winner.hash, "fast")] == 1  # nothing measured twice on a tier
     assert any(p.kind == "incumbent" and p.refs == (winner.hash,) for p in snap.posts)
+    # each incumbent's per-operation profile is posted for the agents: the baseline's, then the winner's
+    profiles = [p for p in snap.posts if p.kind == "profile"]
+    assert [p.refs for p in profiles] == [(loop.baseline.hash,), (winner.hash,)]
+    assert all("aten::" in p.text and "us/step" in p.text for p in profiles)
     ledger = loop.ledger
     assert ledger.experiments == 3 and 0 < ledger.busy_fraction <= 1
     assert ledger.swap_s > 0 and ledger.measure_s > 0

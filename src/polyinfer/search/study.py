@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from polyinfer.bench.profile import profile_workload
 from polyinfer.board import Board, CandidateState, StudyState
 from polyinfer.board.records import Study as StudyRecord
 from polyinfer.engine.candidate import Candidate
@@ -110,6 +111,7 @@ class StudyLoop:
         ]
         with self.fast, self.full, AgentPool(self.generators, self.board, self.study.id) as pool:
             self._measure(self.baseline, BASELINE)
+            self._post_profile(self.incumbent)
             while self.ledger.remaining_s > self._final_reserve_s() and not (
                 c.max_experiments and self.ledger.experiments >= c.max_experiments
             ):
@@ -252,6 +254,23 @@ class StudyLoop:
                 f"{cand.label} beats the incumbent on the full tier by {out.ratio:.3f}x",
                 (cand.hash,),
             )
+            self._post_profile(cand)
+
+    def _post_profile(self, cand: Candidate) -> None:
+        """Post where `cand`'s decode step spends its time (per operation, whole model), once per
+        candidate: the LLM agents read the latest such post."""
+        sid = self.study.id
+        if any(p.kind == "profile" and p.refs == (cand.hash,) for p in self.board.posts(sid, limit=10_000)):
+            return  # resumed: posted before the kill
+        started = time.monotonic()
+        try:
+            found = self.full.call(profile_workload, cand, self.profile, timeout_s=self.config.experiment_timeout_s)
+        except WorkerFailure as e:
+            self.board.post(sid, "study", "note", f"no profile of {cand.label}: {e}", (cand.hash,))
+            return
+        finally:
+            self.ledger.measure_s += time.monotonic() - started  # the device was busy profiling
+        self.board.post(sid, "study", "profile", found.table(), (cand.hash,))
 
     def _record(self, cand: Candidate, generator: str, out: experiment.Outcome) -> None:
         ab = out.ab

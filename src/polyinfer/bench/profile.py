@@ -1,0 +1,90 @@
+"""Per-operation profile of a candidate's decode step: where its forward spends the time.
+
+On CUDA the rows are kernels and their device time; on a CPU, PyTorch operators and their own CPU
+time (children excluded). The study posts one for each new incumbent (post kind `profile`), which is
+what the LLM agent reads; `benchmarks/forward_profile.py` prints it for any candidate.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import torch
+from torch.profiler import ProfilerActivity
+
+from polyinfer.bench.shapes import Limits, Phase, ShapeMix
+from polyinfer.bench.steps import step_batch
+from polyinfer.bench.timer import time_calls
+from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.engine import Engine
+from polyinfer.engine.sampler import argmax
+from polyinfer.engine.serving import Serving
+from polyinfer.traffic.profile import WorkloadProfile
+
+
+@dataclass(frozen=True, slots=True)
+class OpTime:
+    name: str
+    us_per_step: float
+    calls_per_step: float
+
+
+@dataclass(frozen=True, slots=True)
+class OpProfile:
+    candidate: str  # label
+    device: str
+    batch_size: int
+    context_len: int
+    step_us: float  # median step time measured outside the profiler
+    ops: tuple[OpTime, ...]  # most expensive first; shares are of their sum (the profiler slows a CPU)
+
+    @property
+    def ops_us(self) -> float:
+        return sum(op.us_per_step for op in self.ops)
+
+    def table(self, top: int = 15) -> str:
+        what = "kernels, device time" if self.device == "cuda" else "operators, own CPU time"
+        lines = [f"{self.candidate}: decode step at batch {self.batch_size}, context {self.context_len} on "
+                 f"{self.device}: {self.step_us:.0f} us; {what} {self.ops_us:.0f} us",
+                 f"{'us/step':>9} {'share':>6} {'calls':>6}  op"]
+        lines += [f"{op.us_per_step:9.1f} {op.us_per_step / self.ops_us:6.1%} {op.calls_per_step:6.1f}  "
+                  f"{op.name[:100]}" for op in self.ops[:top]]
+        if len(self.ops) > top:
+            rest = sum(op.us_per_step for op in self.ops[top:])
+            lines.append(f"{rest:9.1f} {rest / self.ops_us:6.1%} {'':>6}  ({len(self.ops) - top} more)")
+        return "\n".join(lines)
+
+
+def profile_step(engine: Engine, candidate: Candidate, batch_size: int, context_len: int,
+                 calls: int = 5) -> OpProfile:
+    """Profile `candidate` (prepared beside the current forward, not swapped in) on one decode batch."""
+    forward, _ = engine.prepare(candidate)
+    batch, seqs = step_batch(engine, batch_size, context_len, 1)
+    cuda = engine.device.type == "cuda"
+    try:
+        with torch.inference_mode():
+            step_s = statistics.median(time_calls(lambda: argmax(forward(batch)), engine.device, 5, 2))
+            activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
+            with torch.profiler.profile(activities=[activity]) as prof:
+                for _ in range(calls):
+                    argmax(forward(batch))
+                if cuda:
+                    torch.cuda.synchronize(engine.device)
+    finally:
+        for s in seqs:
+            engine.blocks.release(s)
+    ops = []
+    for e in prof.key_averages():
+        us = (e.self_device_time_total if cuda else e.self_cpu_time_total) / calls
+        if us > 0:
+            ops.append(OpTime(e.key, us, e.count / calls))
+    ops.sort(key=lambda op: -op.us_per_step)
+    return OpProfile(candidate.label, engine.device.type, batch_size, context_len, step_s * 1e6, tuple(ops))
+
+
+def profile_workload(engine: Engine, candidate: Candidate, workload: WorkloadProfile, calls: int = 5) -> OpProfile:
+    """`profile_step` at the decode shape that carries most of `workload`'s decode tokens."""
+    mix = ShapeMix.of(workload, Limits.of(engine, Serving.of(engine.config, candidate.knobs)))
+    shape = max(mix.of_phase(Phase.DECODE), key=lambda s: s.weight)
+    return profile_step(engine, candidate, shape.batch_size, shape.context_len, calls)
