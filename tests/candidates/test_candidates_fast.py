@@ -96,6 +96,10 @@ def test_graphed_decode_twin_pads_buckets_and_matches_the_reference():
     assert [s.output_ids for s in engine.generate(prompts, params)] == ref
     graphs = engine.forward.graphs
     assert sorted(graphs.captured) == [1, 2, 4]  # 3 sequences ran padded to the bucket of 4
+    engine.swap(Candidate.builtin("fast", {"decode_attention": "triton", "cuda_graphs": True,
+                                           "graph_buckets": "dense"}))
+    assert [s.output_ids for s in engine.generate(prompts, params)] == ref
+    assert sorted(engine.forward.graphs.captured) == [1, 2, 3]  # a bucket of 3: no padding
     with pytest.raises(CandidateError, match="cuda_graphs needs"):
         engine.swap(Candidate.builtin("fast", {"cuda_graphs": True}))
     with pytest.raises(CandidateError, match="activation=triton needs fuse_gate_up"):

@@ -13,7 +13,8 @@ Knobs (the first choice of each reproduces the reference's structure):
   with its tile sizes `gemv_block_n` and `gemv_block_k` (the split over K is sized to fill the GPU);
 - compile: torch.compile of the elementwise regions left in PyTorch (norm, rotation, activation);
 - cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
-  which reads lengths on the device; on a CPU the same padded buffers run eagerly).
+  which reads lengths on the device; on a CPU the same padded buffers run eagerly), with
+  `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them.
 
 Triton and compile choices are offered where they compile (CUDA); on a CPU the kernels would only run
 interpreted, far too slowly to win, though tests still ask for them by name.
@@ -47,6 +48,7 @@ KNOBS: dict[str, list] = {
     "gemv_block_k": [256, *([128] if ON_GPU else [])],
     "compile": ["none", *(["regions"] if ON_GPU else [])],
     "cuda_graphs": [False, *([True] if ON_GPU else [])],
+    "graph_buckets": ["pow2", *(["dense"] if ON_GPU else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
 # Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs,
@@ -86,7 +88,8 @@ class FastForward:
             if self.decode_kind != "triton":
                 raise ValueError("cuda_graphs needs decode_attention=triton: a graph cannot read host lengths")
             max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
-            self.graphs = DecodeGraphs(ctx.device, max_batch=64, max_blocks=max_blocks)
+            self.graphs = DecodeGraphs(ctx.device, max_batch=64, max_blocks=max_blocks,
+                                       buckets=knobs["graph_buckets"])
 
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
         window = self.spec.sliding_window
