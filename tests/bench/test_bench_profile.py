@@ -2,7 +2,7 @@
 
 import torch
 
-from polyinfer.bench.profile import profile_step, profile_workload
+from polyinfer.bench.profile import profile_step, profile_workload, short_name
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
@@ -42,3 +42,10 @@ def test_the_workload_picks_the_decode_shape_that_carries_most_tokens():
     trace = cap_trace(synthesize(PRESETS["chat"]), 12, 64)
     found = profile_workload(engine(), Candidate.reference(), WorkloadProfile.of(trace))
     assert 1 <= found.batch_size <= 12 and found.context_len > 1
+
+
+def test_kernel_names_lose_their_template_arguments():
+    long = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MaxOps<float>>>(float*)"
+    assert short_name(long) == "at::native::reduce_kernel<...>"
+    assert short_name("_rms_norm_kernel") == "_rms_norm_kernel"
+    assert short_name("aten::mm") == "aten::mm"

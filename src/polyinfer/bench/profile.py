@@ -23,6 +23,13 @@ from polyinfer.engine.serving import Serving
 from polyinfer.traffic.profile import WorkloadProfile
 
 
+def short_name(name: str) -> str:
+    """A kernel's name without `void` and template arguments: `at::native::reduce_kernel<...>`."""
+    name = name.removeprefix("void ")
+    cut = name.find("<")
+    return name if cut < 0 else name[:cut] + "<...>"
+
+
 @dataclass(frozen=True, slots=True)
 class OpTime:
     name: str
@@ -49,7 +56,7 @@ class OpProfile:
                  f"{self.device}: {self.step_us:.0f} us; {what} {self.ops_us:.0f} us",
                  f"{'us/step':>9} {'share':>6} {'calls':>6}  op"]
         lines += [f"{op.us_per_step:9.1f} {op.us_per_step / self.ops_us:6.1%} {op.calls_per_step:6.1f}  "
-                  f"{op.name[:100]}" for op in self.ops[:top]]
+                  f"{short_name(op.name)[:90]}" for op in self.ops[:top]]
         if len(self.ops) > top:
             rest = sum(op.us_per_step for op in self.ops[top:])
             lines.append(f"{rest:9.1f} {rest / self.ops_us:6.1%} {'':>6}  ({len(self.ops) - top} more)")
