@@ -68,3 +68,31 @@ def test_temperature_follows_the_softmax():
 def test_invalid_params_are_refused(kwargs):
     with pytest.raises(RequestError):
         SamplingParams(**kwargs)
+
+
+def test_a_mixed_batch_is_sampled_at_once_each_row_under_its_own_params():
+    vocab = 64
+    logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(2))
+    params = [SamplingParams(), SamplingParams(temperature=1.0, top_k=3, seed=1), SamplingParams(),
+              SamplingParams(temperature=0.7, top_p=0.5), SamplingParams(temperature=1.3, seed=9)]
+    sampler = Sampler(CPU)
+    top3 = set(logits[1].topk(3).indices.tolist())
+    probs, order = torch.softmax(logits[3] / 0.7, 0).sort(descending=True)
+    nucleus = set(order[probs.cumsum(0) - probs < 0.5].tolist())  # the smallest prefix reaching mass 0.5
+    assert 1 <= len(nucleus) < vocab // 2
+    for _ in range(50):
+        out = sampler.sample(logits, params, list(range(5)))
+        assert out[0] == int(logits[0].argmax()) and out[2] == int(logits[2].argmax())  # greedy rows
+        assert out[1] in top3 and out[3] in nucleus
+
+
+def test_a_seeded_request_draws_the_same_tokens_alone_or_in_any_batch():
+    vocab = 500
+    gen = torch.Generator().manual_seed(4)
+    seeded = SamplingParams(temperature=1.0, top_p=0.9, seed=42)
+    alone, batched = Sampler(CPU), Sampler(CPU)
+    for _ in range(20):
+        logits = torch.randn(3, vocab, generator=gen)
+        want = alone.sample(logits[1:2], [seeded], [7])
+        got = batched.sample(logits, [SamplingParams(temperature=1.0), seeded, SamplingParams()], [3, 7, 5])
+        assert got[1:2] == want
