@@ -110,6 +110,7 @@ def test_table_output(trace_file, monkeypatch, capsys):
         (("--layers", 1), "--layers must be >= 2"),
         (("--max-len", 1), "max_len must be >= 2"),
         (("--model", "no-such-model"), "unknown model"),
+        (("--block-size", 12), "block_size must be a power of two"),
     ],
 )
 def test_bad_options_exit_2(monkeypatch, capsys, args, needle):

@@ -108,6 +108,7 @@ def bench(
     ] = None,
     slo: Annotated[str, typer.Option("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms")] = "",
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs")] = 64,
+    block_size: Annotated[int, typer.Option("--block-size", help="KV cache block size (tokens)")] = 16,
     kv_cache_tokens: Annotated[int | None, typer.Option("--kv-cache-tokens")] = None,
     rounds: Annotated[
         int, typer.Option("--rounds", help="interleaved rounds (comparison) or timing rounds")
@@ -129,7 +130,7 @@ def bench(
     trace = load_workload(traffic, max_requests, max_len)
     options = ReplayOptions(time_scale=time_scale, slo=SLO.parse(slo))
     config = EngineConfig(
-        device=device, dtype=dtype, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens
+        device=device, dtype=dtype, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens, block_size=block_size
     )
     session = BenchSession(model, config, layers, reps, warmup, rounds, margin, seed=seed, timeout_s=timeout)
     result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport

@@ -65,6 +65,9 @@ def optimize(
     fast_layers: int = typer.Option(None, "--fast-layers", help="layers the fast tier loads (default: a fifth)"),
     max_requests: int = typer.Option(8, "--max-requests", help="requests of the trace the full tier replays"),
     max_len: int = typer.Option(128, "--max-len", help="cap on prompt + output tokens per replayed request"),
+    block_size: int = typer.Option(16, "--block-size", help="KV cache block size (tokens), for the whole study"),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="most sequences the scheduler runs at once"),
+    kv_cache_tokens: int = typer.Option(None, "--kv-cache-tokens", help="KV pool size (default: what memory allows)"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON instead of a live view"),
 ) -> None:
@@ -72,7 +75,9 @@ def optimize(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     config = StudyConfig(name=study or time.strftime("study-%Y%m%d-%H%M%S"), model=model, traffic=traffic,
                          budget_s=parse_duration(budget), max_experiments=max_experiments, agents=agents,
-                         device=device, dtype=dtype, fast_layers=fast_layers, seed=seed)
+                         device=device, dtype=dtype, fast_layers=fast_layers, seed=seed, block_size=block_size,
+                         max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens)
+    config.engine_config()  # refuse bad engine settings before loading anything
     spec = model_spec(model)
     trace = load_workload(traffic, max_requests, max_len)
     generators = make_agents(agents, base="fast", serving=True, seed=seed)

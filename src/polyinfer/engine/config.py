@@ -39,6 +39,13 @@ class EngineConfig:
         parse_dtype(self.dtype)
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
             raise PolyinferError(f"block_size must be a power of two, got {self.block_size}")
+        for name in ("max_num_seqs", "max_num_batched_tokens", "max_prefill_chunk", "kv_cache_tokens",
+                     "max_model_len"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise PolyinferError(f"{name} must be >= 1, got {value}")
+        if self.kv_cache_gb is not None and self.kv_cache_gb <= 0:
+            raise PolyinferError(f"kv_cache_gb must be > 0, got {self.kv_cache_gb}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise PolyinferError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():

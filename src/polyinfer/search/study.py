@@ -74,9 +74,15 @@ class StudyConfig:
     margin: float = 0.02  # a difference is real only when the ratio's CI clears 1 by this much
     experiment_timeout_s: float = 300.0
     seed: int = 0
+    # Engine settings both tiers run under: fixed for a study (the KV pool is the engine's, shared by
+    # both sides of every A/B, so its block size cannot be a candidate's knob).
+    block_size: int = 16
+    max_num_seqs: int = 64
+    kv_cache_tokens: int | None = None
 
     def engine_config(self) -> EngineConfig:
-        return EngineConfig(device=self.device, dtype=self.dtype)
+        return EngineConfig(device=self.device, dtype=self.dtype, block_size=self.block_size,
+                            max_num_seqs=self.max_num_seqs, kv_cache_tokens=self.kv_cache_tokens)
 
 
 class StudyLoop:
