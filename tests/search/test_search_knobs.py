@@ -136,6 +136,35 @@ def test_it_covers_the_grid_without_a_duplicate_and_ends_exhausted(tmp_path: Pat
     assert s.propose(study.board.snapshot(study.id)) == []
 
 
+def test_settings_the_family_declares_invalid_are_never_proposed(tmp_path: Path) -> None:
+    constrained = Candidate(FAMILY + """
+
+def invalid(knobs):
+    if knobs["layout"] == "hnd" and knobs["warps"] == 1:
+        return "hnd needs more than one warp"
+    return None
+""", {}, "family")
+    s = make_generator("knobs", base=constrained, batch=3)
+    assert isinstance(s, KnobSearcher)
+    study = Study(tmp_path)
+    proposals = study.run(s)
+    valid = [k for k in GRID if not (k["layout"] == "hnd" and k["warps"] == 1)]
+    assert s.exhausted and len(valid) == 28
+    assert sorted(point(p.candidate.knobs) for p in proposals) == sorted(point(k) for k in valid)
+    notes = s.take_notes()
+    assert any("declares invalid" in n.text and "hnd needs more than one warp" in n.text for n in notes)
+
+
+def test_the_fast_familys_constraints_are_what_its_build_refuses() -> None:
+    from polyinfer.candidates import fast
+
+    assert fast.invalid({"activation": "triton"}) == fast.invalid({"activation": "triton", "fuse_qkv": True})
+    assert "fuse_gate_up" in (fast.invalid({"activation": "triton"}) or "")
+    assert "decode_attention=triton" in (fast.invalid({"cuda_graphs": True}) or "")
+    assert fast.invalid({"cuda_graphs": True, "decode_attention": "triton"}) is None
+    assert fast.invalid({}) is None and all(fast.invalid(seed) is None for seed in fast.SEEDS)
+
+
 # A numeric family of 256 points: a budget of a quarter of the grid finds the optimum by search, not luck
 # (four random runs of 64 draws would all hit it with probability 0.25**4).
 NUMERIC = Candidate(

@@ -60,14 +60,25 @@ _EVERY_KERNEL = {"fuse_qkv": True, "fuse_gate_up": True, "rope": "table", "decod
 SEEDS: list[dict] = [_EVERY_KERNEL, {**_EVERY_KERNEL, "serve.async_steps": True}]
 
 
+def invalid(knobs: dict) -> str | None:
+    """Why these knobs cannot build, or None; the knob searcher skips such settings unmeasured."""
+    k = {**DEFAULTS, **knobs}
+    if k["activation"] == "triton" and not k["fuse_gate_up"]:
+        return "activation=triton needs fuse_gate_up: the kernel reads the fused gate-up output"
+    if k["cuda_graphs"] and k["decode_attention"] != "triton":
+        return "cuda_graphs needs decode_attention=triton: a graph cannot read host lengths"
+    return None
+
+
 class FastForward:
     def __init__(self, ctx: SwapContext) -> None:
         knobs = {**DEFAULTS, **ctx.knobs}
         unknown = {k for k in ctx.knobs if not k.startswith("serve.")} - set(KNOBS) - {"nonce"}
         if unknown:
             raise ValueError(f"unknown knobs {sorted(unknown)}; this candidate takes {sorted(KNOBS)}")
-        if knobs["activation"] == "triton" and not knobs["fuse_gate_up"]:
-            raise ValueError("activation=triton needs fuse_gate_up: the kernel reads the fused gate-up output")
+        reason = invalid(knobs)
+        if reason is not None:
+            raise ValueError(reason)
         self.ctx, self.spec = ctx, ctx.spec
         self.layers = [FusedLayer.build(w, ctx.spec.q_size, ctx.spec.kv_size, knobs["fuse_qkv"], knobs["fuse_gate_up"])
                        for w in ctx.weights.layers]
@@ -85,8 +96,6 @@ class FastForward:
             self.triton_prefill = paged_prefill_attention.paged_prefill_attention
         self.graphs = None
         if knobs["cuda_graphs"]:
-            if self.decode_kind != "triton":
-                raise ValueError("cuda_graphs needs decode_attention=triton: a graph cannot read host lengths")
             max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
             self.graphs = DecodeGraphs(ctx.device, max_batch=64, max_blocks=max_blocks,
                                        buckets=knobs["graph_buckets"])

@@ -17,7 +17,7 @@ import hashlib
 import importlib.util
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -141,6 +141,17 @@ def declared_knobs(candidate: Candidate) -> dict[str, list[Any]]:
     if not isinstance(knobs, dict) or not all(isinstance(v, list) and v for v in knobs.values()):
         raise CandidateError(f"candidate {candidate.label}: KNOBS must map names to non-empty lists")
     return knobs
+
+
+def declared_check(candidate: Candidate) -> Callable[[dict[str, Any]], str | None]:
+    """The candidate's `invalid(knobs)`: why a knob setting cannot build, or None. A family whose knobs
+    do not all combine declares it, so a search skips those settings instead of measuring a failure."""
+    check = getattr(import_candidate(candidate), "invalid", None)
+    if check is None:
+        return lambda knobs: None
+    if not callable(check):
+        raise CandidateError(f"candidate {candidate.label}: invalid must be a function of the knobs")
+    return check
 
 
 def declared_seeds(candidate: Candidate) -> list[dict[str, Any]]:

@@ -10,8 +10,10 @@ Each `propose` first tells Optuna what the snapshot now shows for the outstandin
 the candidate's best measurement on `tier` (higher is better), or FAIL for a candidate that failed or was
 rejected. A trial whose candidate the board already holds is never proposed again: it is told the known
 result at once, or waits for the pending one; and an unexplored point is enqueued in its place, so a
-sampler that keeps returning to known points cannot stall the search. The searcher is exhausted when
-every grid point has been explored or `max_trials` candidates have been proposed.
+sampler that keeps returning to known points cannot stall the search. Settings the base declares
+invalid (its `invalid(knobs)` says why they cannot build) are told to Optuna as failed and never
+proposed. The searcher is exhausted when every grid point has been explored or `max_trials` candidates
+have been proposed.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from optuna.samplers import BaseSampler, CmaEsSampler, TPESampler
 from optuna.trial import TrialState
 
 from polyinfer.board import TIERS, BoardSnapshot, CandidateState, CandidateView
-from polyinfer.engine.candidate import Candidate, declared_knobs, declared_seeds
+from polyinfer.engine.candidate import Candidate, declared_check, declared_knobs, declared_seeds
 from polyinfer.engine.serving import SERVING_KNOBS
 from polyinfer.errors import PolyinferError
 from polyinfer.search.generators.base import Notebook
@@ -93,6 +95,8 @@ class KnobSearcher:
         self.name = config.name
         self.base = Candidate.builtin(config.base) if isinstance(config.base, str) else config.base
         self.declared = {**declared_knobs(self.base), **(SERVING_KNOBS if config.serving else {})}
+        self.invalid = declared_check(self.base)
+        self._skipped = 0  # settings the base declares invalid, told to Optuna as failed, never proposed
         self._notes = Notebook()
         use_cmaes = config.sampler == "cmaes" and any(is_ordered(c) for c in self.declared.values())
         if config.sampler == "cmaes" and not use_cmaes:
@@ -143,6 +147,10 @@ class KnobSearcher:
             trial = self.study.ask(self._distributions)
             knobs = self._knobs(trial.params)
             candidate = self.base.with_knobs(knobs)
+            reason = self.invalid(knobs)
+            if reason is not None:
+                self._skip(trial.number, candidate.hash, reason, views)
+                continue
             self._waiting[trial.number] = candidate.hash
             if candidate.hash in self._explored or candidate.hash in views:
                 self._explored.add(candidate.hash)
@@ -155,6 +163,15 @@ class KnobSearcher:
             post = f"baseline of {self.base.name or 'the base'}: default knobs {knobs}" if baseline else None
             proposals.append(Proposal(candidate, self.name, self.base.hash, post))
         return proposals
+
+    def _skip(self, number: int, hash: str, reason: str, views: dict[str, CandidateView]) -> None:
+        self.study.tell(number, state=TrialState.FAIL)
+        self._explored.add(hash)
+        self._skipped += 1
+        if self._skipped == 1:
+            self._notes.add("note", f"skipping knob settings {self.base.name or 'the base'} declares invalid "
+                                    f"(first: {reason}); they are never measured")
+        self._enqueue_unexplored(views)
 
     def seeds(self) -> list[dict[str, Any]]:
         """The base's suggested starting points that lie in this space (others, e.g. GPU-only choices on a
@@ -207,8 +224,9 @@ class KnobSearcher:
         """Make the next ask an unexplored grid point, or mark the grid covered when none is left."""
 
         def unexplored(point: tuple[int, ...]) -> bool:
-            h = self.base.with_knobs(self._knobs(dict(zip(self._distributions, point, strict=True)))).hash
-            return h not in self._explored and h not in views
+            knobs = self._knobs(dict(zip(self._distributions, point, strict=True)))
+            h = self.base.with_knobs(knobs).hash
+            return h not in self._explored and h not in views and self.invalid(knobs) is None
 
         sizes = [len(a.choices) for a in self.axes]
         draws = (tuple(self._rng.randrange(n) for n in sizes) for _ in range(_RANDOM_TRIES))
