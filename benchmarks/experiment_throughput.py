@@ -4,7 +4,8 @@
 
 The model is saved once as a safetensors checkpoint on local disk; both paths then load it from there.
 On CUDA the candidates are the reference and seven CUDA-graph variants of `fast` (what a search there
-proposes); on a CPU, eager `fast` variants. Each experiment is: get the candidate running, then one short measurement (median decode-step time at
+proposes); on a CPU, eager `fast` variants; with `--mix`, the candidates a real study measured. Each
+experiment is: get the candidate running, then one short measurement (median decode-step time at
 batch 1 and 8, 20 calls each). The fresh path starts a process, loads the checkpoint, builds and warms
 the candidate, measures, and exits; the swap path keeps one worker and only swaps. Same candidates,
 same device, one run.
@@ -48,6 +49,13 @@ def candidates(device: str) -> list[Candidate]:
     return [Candidate.reference(), *(seed.with_knobs(c) for c in changes)]
 
 
+def study_mix(path: str, limit: int | None) -> list[Candidate]:
+    """The candidates a real study measured, in its order, from `polyinfer status STUDY --json` (those
+    that failed are left out: a swap that fails costs the same in both paths and measures nothing)."""
+    records = [c for c in json.loads(Path(path).read_text())["candidates"] if c["state"] != "failed"]
+    return [Candidate.builtin(c["name"], c["knobs"]) for c in records[:limit]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="llama-3.1-8b")
@@ -55,6 +63,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--kv-cache-tokens", type=int, default=16384)
     ap.add_argument("--dir", default=None, help="where to save the checkpoint (default: a temp dir)")
+    ap.add_argument("--mix", help="a real study's candidates: the output of `polyinfer status STUDY --json`")
+    ap.add_argument("--limit", type=int, help="only the first N candidates of --mix")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=args.kv_cache_tokens)
@@ -67,7 +77,7 @@ def main() -> None:
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     save_s = time.perf_counter() - t0
     spec = WorkerSpec(str(ckpt), config)
-    mix = candidates(args.device)
+    mix = study_mix(args.mix, args.limit) if args.mix else candidates(args.device)
 
     fresh = []
     t_fresh = time.perf_counter()
