@@ -16,11 +16,13 @@ Knobs (the first choice of each reproduces the reference's structure):
   which reads lengths on the device; on a CPU the same padded buffers run eagerly), with
   `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them.
 
-Triton and compile choices are offered where they compile (CUDA); on a CPU the kernels would only run
-interpreted, far too slowly to win, though tests still ask for them by name.
+Triton, compile and graph choices are offered where they compile (CUDA with Triton installed); on a CPU
+the kernels would only run interpreted, far too slowly to win, though tests still ask for them by name.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import torch
 
@@ -32,7 +34,7 @@ from polyinfer.candidates.blocks.rope import RopeKVWrite
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import SwapContext
 
-ON_GPU = torch.cuda.is_available()
+ON_GPU = torch.cuda.is_available() and importlib.util.find_spec("triton") is not None
 TRITON = ["triton"] if ON_GPU else []
 KNOBS: dict[str, list] = {
     "fuse_qkv": [False, True],
