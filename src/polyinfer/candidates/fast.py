@@ -22,8 +22,6 @@ the kernels would only run interpreted, far too slowly to win, though tests stil
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 
 from polyinfer.candidates.blocks.attention import batched_decode_attention, sequence_attention
@@ -34,7 +32,18 @@ from polyinfer.candidates.blocks.rope import RopeKVWrite
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import SwapContext
 
-ON_GPU = torch.cuda.is_available() and importlib.util.find_spec("triton") is not None
+
+def _compiles_kernels() -> bool:
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import triton  # noqa: F401  (the `kernels` extra)
+    except ImportError:
+        return False
+    return True
+
+
+ON_GPU = _compiles_kernels()
 TRITON = ["triton"] if ON_GPU else []
 KNOBS: dict[str, list] = {
     "fuse_qkv": [False, True],
