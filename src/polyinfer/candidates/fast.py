@@ -107,8 +107,10 @@ class FastForward:
             self.triton_prefill = paged_prefill_attention.paged_prefill_attention
         self.graphs = None
         if knobs["cuda_graphs"]:
+            # Buckets are captured when a batch first needs them, so a large cap costs nothing until an
+            # engine runs that many sequences (--max-num-seqs above the default 64).
             max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
-            self.graphs = DecodeGraphs(ctx.device, max_batch=64, max_blocks=max_blocks,
+            self.graphs = DecodeGraphs(ctx.device, max_batch=512, max_blocks=max_blocks,
                                        buckets=knobs["graph_buckets"])
 
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
