@@ -104,3 +104,21 @@ def test_graphed_decode_twin_pads_buckets_and_matches_the_reference():
         engine.swap(Candidate.builtin("fast", {"cuda_graphs": True}))
     with pytest.raises(CandidateError, match="activation=triton needs fuse_gate_up"):
         engine.swap(Candidate.builtin("fast", {"activation": "triton"}))
+
+
+@pytest.mark.parametrize("attention", ["loop", "batched"])
+def test_piecewise_twin_of_mixed_steps_pads_token_buckets_and_matches_the_reference(attention):
+    """Steps with prefill chunks run piecewise on padded buffers (eagerly on a CPU, the GPU path's twin):
+    chunked prefill beside decodes, prefix caching and preemption-free continuous batching."""
+    engine = Engine(load_model("tiny-llama"), EngineConfig(block_size=4, kv_cache_tokens=1024, max_prefill_chunk=8,
+                                                           prefix_caching=True))
+    gen = torch.Generator().manual_seed(5)
+    shared = torch.randint(3, engine.spec.vocab_size, (9,), generator=gen).tolist()
+    prompts = [shared + torch.randint(3, engine.spec.vocab_size, (n,), generator=gen).tolist() for n in (3, 14, 1)]
+    prompts.append(torch.randint(3, engine.spec.vocab_size, (21,), generator=gen).tolist())
+    params = [SamplingParams(max_tokens=m, ignore_eos=True) for m in (5, 3, 9, 4)]
+    ref = [s.output_ids for s in engine.generate(prompts, params)]
+    engine.swap(Candidate.builtin("fast", {"decode_attention": attention, "mixed_graphs": True}))
+    assert [s.output_ids for s in engine.generate(prompts, params)] == ref
+    mixed = engine.forward.mixed
+    assert mixed is not None and mixed.captured and set(mixed.captured) <= {16, 32}  # 8-token chunks, padded

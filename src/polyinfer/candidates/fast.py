@@ -14,7 +14,9 @@ Knobs (the first choice of each reproduces the reference's structure):
 - compile: torch.compile of the elementwise regions left in PyTorch (norm, rotation, activation);
 - cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
   which reads lengths on the device; on a CPU the same padded buffers run eagerly), with
-  `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them.
+  `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them;
+- mixed_graphs: steps with prefill chunks replayed piecewise, a graph between every two attention calls
+  per token bucket (attention itself runs eagerly; on a CPU the whole path does).
 
 Triton, compile and graph choices are offered where they compile (CUDA with Triton installed); on a CPU
 the kernels would only run interpreted, far too slowly to win, though tests still ask for them by name.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import torch
 
 from polyinfer.candidates.blocks.attention import batched_decode_attention, sequence_attention
-from polyinfer.candidates.blocks.graphs import DecodeGraphs
+from polyinfer.candidates.blocks.graphs import DecodeGraphs, MixedGraphs
 from polyinfer.candidates.blocks.layout import FusedLayer
 from polyinfer.candidates.blocks.ops import Activation, Linear, Norm
 from polyinfer.candidates.blocks.rope import RopeKVWrite
@@ -60,6 +62,7 @@ KNOBS: dict[str, list] = {
     "compile": ["none", *(["regions"] if ON_GPU else [])],
     "cuda_graphs": [False, *([True] if ON_GPU else [])],
     "graph_buckets": ["pow2", *(["dense"] if ON_GPU else [])],
+    "mixed_graphs": [False, *([True] if ON_GPU else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
 # Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs,
@@ -112,6 +115,8 @@ class FastForward:
             max_blocks = -(-ctx.spec.max_position_embeddings // ctx.kv.block_size)
             self.graphs = DecodeGraphs(ctx.device, max_batch=512, max_blocks=max_blocks,
                                        buckets=knobs["graph_buckets"])
+        # Up to the scheduler's default token budget per step; longer steps run eagerly.
+        self.mixed = MixedGraphs(ctx.device, max_tokens=2048) if knobs["mixed_graphs"] else None
 
     def attention(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: Batch) -> torch.Tensor:
         window = self.spec.sliding_window
@@ -150,26 +155,54 @@ class FastForward:
     def __call__(self, batch: Batch) -> torch.Tensor:
         if self.graphs is not None and self.graphs.fits(batch):
             return self.graphs(batch, self.forward)
+        if self.mixed is not None and self.mixed.fits(batch):
+            return self.mixed(batch, self)
         return self.forward(batch)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        spec, w, kv = self.spec, self.ctx.weights, self.ctx.kv
-        eps, d = spec.rms_norm_eps, spec.head_dim
-        x = w.embed[batch.input_ids]
-        t = x.shape[0]
+        """The step as segments between attention calls, the cut `MixedGraphs` replays piecewise."""
+        q, residual, tables = self.head(batch)
+        last = len(self.layers) - 1
+        for i in range(last):
+            q, residual = self.link(i, self.attend(i, q, batch), residual, batch, tables)
+        x, residual = self.post(last, self.attend(last, q, batch), residual)
+        return self.logits(x, residual, batch)
+
+    def head(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Embedding and layer 0 up to its attention: (q, residual, this step's RoPE tables)."""
         tables = self.rope_kv.tables(batch)
-        residual: torch.Tensor | None = None
-        for i, layer in enumerate(self.layers):
-            h, residual = self.norm(x, layer.w.input_norm, residual)
-            q, k, v = layer.project_qkv(h, self.linear)
-            q, k, v = q.reshape(t, spec.num_heads, d), k.reshape(t, spec.num_kv_heads, d), v.reshape(t, spec.num_kv_heads, d)
-            k_cache, v_cache = kv.layer(i)
-            q = self.rope_kv(q, k, v, batch, tables, k_cache, v_cache, layer.w.q_norm, layer.w.k_norm, eps)
-            attn = self.attention(q, k_cache, v_cache, batch)
-            h, residual = self.norm(self.linear(attn.reshape(t, -1), layer.w.o_proj), layer.w.post_norm, residual)
-            x = layer.mlp(h, self.linear, self.act)
-        rows = batch.logits_indices
-        assert residual is not None
+        q, residual = self.pre(0, self.ctx.weights.embed[batch.input_ids], None, batch, tables)
+        return q, residual, tables
+
+    def pre(self, i: int, x: torch.Tensor, residual: torch.Tensor | None, batch: Batch,
+            tables: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i's norm, QKV projection, rotation and KV write: its query `[T, H, D]` and the residual."""
+        spec, layer, t, d = self.spec, self.layers[i], x.shape[0], self.spec.head_dim
+        h, residual = self.norm(x, layer.w.input_norm, residual)
+        q, k, v = layer.project_qkv(h, self.linear)
+        q, k, v = q.reshape(t, spec.num_heads, d), k.reshape(t, spec.num_kv_heads, d), v.reshape(t, spec.num_kv_heads, d)
+        k_cache, v_cache = self.ctx.kv.layer(i)
+        q = self.rope_kv(q, k, v, batch, tables, k_cache, v_cache, layer.w.q_norm, layer.w.k_norm, spec.rms_norm_eps)
+        return q, residual
+
+    def attend(self, i: int, q: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.attention(q, *self.ctx.kv.layer(i), batch)
+
+    def post(self, i: int, attn: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer i after its attention: O projection, norm with the residual add, MLP."""
+        layer = self.layers[i]
+        h, residual = self.norm(self.linear(attn.reshape(attn.shape[0], -1), layer.w.o_proj), layer.w.post_norm,
+                                residual)
+        return layer.mlp(h, self.linear, self.act), residual
+
+    def link(self, i: int, attn: torch.Tensor, residual: torch.Tensor, batch: Batch,
+             tables: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """From layer i's attention to layer i+1's: what runs between two attention calls."""
+        x, residual = self.post(i, attn, residual)
+        return self.pre(i + 1, x, residual, batch, tables)
+
+    def logits(self, x: torch.Tensor, residual: torch.Tensor, batch: Batch) -> torch.Tensor:
+        rows, w = batch.logits_indices, self.ctx.weights
         x, _ = self.norm(x[rows], w.norm, residual[rows])
         return self.linear(x, w.lm_head).float()
 
