@@ -149,12 +149,7 @@ class MixedGraphs:
         pieces = self.captured[bucket]
         self._fill(pieces.static, batch)
         if not pieces.graphs:  # CPU: the same segments, eagerly
-            q, residual, tables = model.head(pieces.static)
-            for i in range(len(model.layers) - 1):
-                q, residual = model.link(i, self._pad(model.attend(i, q[:t], batch), bucket), residual,
-                                         pieces.static, tables)
-            x, residual = model.post(len(model.layers) - 1,
-                                     self._pad(model.attend(len(model.layers) - 1, q[:t], batch), bucket), residual)
+            x, residual = self._eager(pieces.static, batch, model, bucket)
             return model.logits(x[:t], residual[:t], batch)
         for i, graph in enumerate(pieces.graphs):
             graph.replay()
@@ -165,6 +160,14 @@ class MixedGraphs:
         assert pieces.out is not None
         x, residual = pieces.out
         return model.logits(x[:t], residual[:t], batch)
+
+    def _eager(self, static: Batch, batch: Batch, model: Segmented, bucket: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The segments in order on the padded buffers, attention on the real rows: the last (x, residual)."""
+        t, last = batch.num_tokens, len(model.layers) - 1
+        q, residual, tables = model.head(static)
+        for i in range(last):
+            q, residual = model.link(i, self._pad(model.attend(i, q[:t], batch), bucket), residual, static, tables)
+        return model.post(last, self._pad(model.attend(last, q[:t], batch), bucket), residual)
 
     @staticmethod
     def _pad(attn: torch.Tensor, bucket: int) -> torch.Tensor:
@@ -195,17 +198,13 @@ class MixedGraphs:
         if self.device.type != "cuda":
             return pieces
         self._fill(pieces.static, batch)
-        t, last = batch.num_tokens, len(model.layers) - 1
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):  # compile kernels and settle allocations outside the capture
             for _ in range(2):
-                q, residual, tables = model.head(pieces.static)
-                for i in range(last):
-                    q, residual = model.link(i, self._pad(model.attend(i, q[:t], batch), bucket), residual,
-                                             pieces.static, tables)
-                model.post(last, self._pad(model.attend(last, q[:t], batch), bucket), residual)
+                self._eager(pieces.static, batch, model, bucket)
         torch.cuda.current_stream(self.device).wait_stream(side)
+        last = len(model.layers) - 1
         pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool):
