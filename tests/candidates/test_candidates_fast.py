@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from polyinfer.bench.steps import step_batch
 from polyinfer.engine.candidate import Candidate, declared_knobs
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
@@ -122,3 +123,9 @@ def test_piecewise_twin_of_mixed_steps_pads_token_buckets_and_matches_the_refere
     assert [s.output_ids for s in engine.generate(prompts, params)] == ref
     mixed = engine.forward.mixed
     assert mixed is not None and mixed.captured and set(mixed.captured) <= {16, 32}  # 8-token chunks, padded
+    # a decode-only step too (this candidate has no decode graphs), with the reference's logits
+    mixed.captured.clear()
+    batch, _ = step_batch(engine, 3, 12, 1)
+    reference, _ = engine.prepare(Candidate.reference())
+    torch.testing.assert_close(engine.forward(batch), reference(batch), rtol=1e-4, atol=1e-4)
+    assert list(mixed.captured) == [16]

@@ -15,8 +15,9 @@ Knobs (the first choice of each reproduces the reference's structure):
 - cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
   which reads lengths on the device; on a CPU the same padded buffers run eagerly), with
   `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them;
-- mixed_graphs: steps with prefill chunks replayed piecewise, a graph between every two attention calls
-  per token bucket (attention itself runs eagerly; on a CPU the whole path does).
+- mixed_graphs: steps that the decode graphs do not take (prefill chunks, or any step without
+  cuda_graphs) replayed piecewise, a graph between every two attention calls per token bucket
+  (attention itself runs eagerly; on a CPU the whole path does).
 
 Triton, compile and graph choices are offered where they compile (CUDA with Triton installed); on a CPU
 the kernels would only run interpreted, far too slowly to win, though tests still ask for them by name.

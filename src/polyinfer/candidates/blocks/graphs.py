@@ -122,7 +122,8 @@ class _Pieces:
 
 
 class MixedGraphs:
-    """Steps with prefill chunks, replayed piecewise from CUDA graphs per token bucket.
+    """Steps replayed piecewise from CUDA graphs per token bucket: those with prefill chunks, and decode
+    steps that `DecodeGraphs` does not take (attention that reads host lengths, larger batches).
 
     Attention needs each step's sequence layout (chunk lengths, which rows decode), which a graph cannot
     take, so it runs eagerly on the real rows, and everything between two attention calls (O projection,
@@ -139,7 +140,7 @@ class MixedGraphs:
         self.captured: dict[int, _Pieces] = {}
 
     def fits(self, batch: Batch) -> bool:
-        return not batch.is_decode_only and batch.num_tokens <= self.buckets[-1]
+        return batch.num_tokens <= self.buckets[-1]
 
     def __call__(self, batch: Batch, model: Segmented) -> torch.Tensor:
         t = batch.num_tokens
