@@ -49,3 +49,11 @@ def test_kernel_names_lose_their_template_arguments():
     assert short_name(long) == "at::native::reduce_kernel<...>"
     assert short_name("_rms_norm_kernel") == "_rms_norm_kernel"
     assert short_name("aten::mm") == "aten::mm"
+
+
+def test_the_profilers_native_chatter_stays_out_of_the_terminal(capfd):
+    profile_step(engine(), Candidate.reference(), 1, 8)
+    print("after", file=__import__("sys").stderr)
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "profiler_stop" not in err
+    assert "after" in err  # stderr is back

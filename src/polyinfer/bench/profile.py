@@ -7,7 +7,11 @@ what the LLM agent reads; `benchmarks/forward_profile.py` prints it for any cand
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +25,22 @@ from polyinfer.engine.engine import Engine
 from polyinfer.engine.sampler import argmax
 from polyinfer.engine.serving import Serving
 from polyinfer.traffic.profile import WorkloadProfile
+
+
+@contextlib.contextmanager
+def native_stderr_muted() -> Iterator[None]:
+    """The process's stderr (file descriptor 2) goes to /dev/null: the profiler's native library prints
+    a line as it starts and stops, which would land in the middle of a study's live view."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def short_name(name: str) -> str:
@@ -73,7 +93,7 @@ def profile_step(engine: Engine, candidate: Candidate, batch_size: int, context_
         with torch.inference_mode():
             step_s = statistics.median(time_calls(lambda: argmax(forward(batch)), engine.device, 5, 2))
             activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
-            with torch.profiler.profile(activities=[activity]) as prof:
+            with native_stderr_muted(), torch.profiler.profile(activities=[activity]) as prof:
                 for _ in range(calls):
                     argmax(forward(batch))
                 if cuda:
