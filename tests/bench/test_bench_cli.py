@@ -130,3 +130,17 @@ def test_progress_bar_travels_to_the_worker():
     bar(1, 2)
     bar(2, 2)
     assert bar.bar is not None and bar.bar.finished
+
+
+def test_profile_tier_breaks_a_decode_step_down(trace_file, monkeypatch, capsys):
+    code, out, err = in_process(monkeypatch, capsys, "--model", "tiny-llama", "--traffic", trace_file,
+                                "--tier", "profile", "--candidate", "fast:decode_attention=batched", "--json")
+    assert code == 0, err
+    result = json.loads(out)["result"]
+    assert result["candidate"].startswith("fast@") and result["device"] == "cpu"
+    times = [op["us_per_step"] for op in result["ops"]]
+    assert times and times == sorted(times, reverse=True)
+    code, out, err = in_process(monkeypatch, capsys, "--model", "tiny-llama", "--traffic", trace_file,
+                                "--tier", "profile")
+    assert code == 0, err
+    assert "reference@" in out and "us/step" in out and "aten::" in out

@@ -8,6 +8,7 @@ what the LLM agent reads; `benchmarks/forward_profile.py` prints it for any cand
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import statistics
 import sys
@@ -65,6 +66,9 @@ class OpProfile:
     context_len: int
     step_us: float  # median step time measured outside the profiler
     ops: tuple[OpTime, ...]  # most expensive first; shares are of their sum (the profiler slows a CPU)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
 
     @property
     def ops_us(self) -> float:

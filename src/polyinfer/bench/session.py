@@ -18,6 +18,7 @@ from polyinfer.bench.compare import ABResult
 from polyinfer.bench.fast_tier import FastTierResult
 from polyinfer.bench.fidelity import FidelityReport, FidelityRow
 from polyinfer.bench.metrics import ServingMetrics
+from polyinfer.bench.profile import OpProfile, profile_workload
 from polyinfer.bench.replay import Progress, ReplayOptions, replay
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.config import EngineConfig
@@ -77,6 +78,13 @@ class BenchSession:
         depth = model_depth(self.model)
         with self._worker(min(self.layers, depth)) as proc:
             return self._fast(proc, candidate or Candidate.reference(), profile, depth)
+
+    def profile(self, workload: WorkloadProfile, candidate: Candidate | None = None) -> OpProfile:
+        """Where `candidate`'s decode step spends its time, per kernel or operator, on the whole model at
+        the decode shape that carries most of the workload's tokens."""
+        with self._worker(None) as proc:
+            return proc.call(profile_workload, candidate or Candidate.reference(), workload,
+                             timeout_s=self.timeout_s)
 
     def fast_ab(
         self, profile: WorkloadProfile, candidate: Candidate, incumbent: Candidate | None = None

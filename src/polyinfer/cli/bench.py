@@ -16,6 +16,7 @@ from polyinfer.bench.compare import ABResult
 from polyinfer.bench.fast_tier import FastTierResult
 from polyinfer.bench.fidelity import FidelityReport
 from polyinfer.bench.metrics import SLO, Distribution, ServingMetrics
+from polyinfer.bench.profile import OpProfile
 from polyinfer.bench.replay import ReplayOptions
 from polyinfer.bench.session import BenchSession
 from polyinfer.bench.stats import Comparison
@@ -34,6 +35,7 @@ class Tier(StrEnum):
     FAST = "fast"
     FULL = "full"
     FIDELITY = "fidelity"
+    PROFILE = "profile"
 
 
 class ReplayBar:
@@ -75,7 +77,8 @@ def bench(
         Tier,
         typer.Option(
             "--tier",
-            help="fast: first layers at the workload's step shapes; full: replay the trace; fidelity: rank agreement of the two",
+            help="fast: first layers at the workload's step shapes; full: replay the trace; fidelity: rank "
+            "agreement of the two; profile: per-kernel (or per-operator) time of a decode step",
         ),
     ] = Tier.FAST,
     candidate: Annotated[
@@ -133,8 +136,10 @@ def bench(
         device=device, dtype=dtype, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens, block_size=block_size
     )
     session = BenchSession(model, config, layers, reps, warmup, rounds, margin, seed=seed, timeout_s=timeout)
-    result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport
-    if tier is Tier.FIDELITY:
+    result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport | OpProfile
+    if tier is Tier.PROFILE:
+        result = session.profile(WorkloadProfile.of(trace), Candidate.parse(candidate) if candidate else None)
+    elif tier is Tier.FIDELITY:
         assert candidates is not None
         result = session.fidelity(trace, options, [Candidate.parse(c) for c in candidates.split(",") if c])
     elif tier is Tier.FAST:
@@ -159,8 +164,10 @@ def bench(
     _show(result)
 
 
-def _show(result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport) -> None:
-    if isinstance(result, ABResult):
+def _show(result: FastTierResult | ServingMetrics | ABResult[Any] | FidelityReport | OpProfile) -> None:
+    if isinstance(result, OpProfile):
+        out.print(result.table(top=25), highlight=False)
+    elif isinstance(result, ABResult):
         _show(result.candidate)
         _show_comparison(result.comparison)
     elif isinstance(result, FastTierResult):
