@@ -60,17 +60,27 @@ def sweep_gemv(name: str, n: int, k: int, m: int, dtype: torch.dtype, device: to
     x = torch.randn(m, k, device=device, dtype=dtype)
     want = F.linear(x.float(), ws[0].float())
     row: dict = {"op": name, "n": n, "k": k, "batch": m, "bytes": n * k * 2,
-                 "cublas_us": timed(lambda i: F.linear(x, ws[i]), device, copies), "points": []}
-    for knobs in [{}, *points(gemv.KNOBS, configs, rng)]:
-        try:
-            got = gemv.gemv(x, ws[0], **knobs)
-            err = float((got.float() - want).norm() / want.norm())
-            us = timed(lambda i, kn=knobs: gemv.gemv(x, ws[i], **kn), device, copies) if err < 2e-2 else None
-        except Exception as e:  # a point the compiler refuses (shared memory, registers) is skipped
-            row["points"].append({"knobs": knobs, "error": f"{type(e).__name__}: {str(e)[:120]}"})
-            continue
-        row["points"].append({"knobs": knobs, "rel_err": err, "us": us})
+                 "cublas_us": timed(lambda i: F.linear(x, ws[i]), device, copies)}
+    row["points"] = sweep_points(gemv.KNOBS, configs, rng, lambda i, kn: gemv.gemv(x, ws[i], **kn), want, device,
+                                 copies)
     return finish(row, "cublas_us")
+
+
+def sweep_points(space: dict[str, list[int]], configs: int, rng: random.Random,
+                 call: Callable[[int, dict], torch.Tensor], want: torch.Tensor, device: torch.device,
+                 copies: int) -> list[dict]:
+    """The defaults and `configs` random points of `space`: each checked against `want` on copy 0,
+    then timed; a point the compiler refuses (shared memory, registers) is recorded with its error."""
+    out: list[dict] = []
+    for knobs in [{}, *points(space, configs, rng)]:
+        try:
+            err = float((call(0, knobs).float() - want).norm() / want.norm())
+            us = timed(lambda i, kn=knobs: call(i, kn), device, copies) if err < 2e-2 else None
+        except Exception as e:
+            out.append({"knobs": knobs, "error": f"{type(e).__name__}: {str(e)[:120]}"})
+            continue
+        out.append({"knobs": knobs, "rel_err": err, "us": us})
+    return out
 
 
 def sweep_attention(spec, b: int, context: int, dtype: torch.dtype, device: torch.device, configs: int,
@@ -86,17 +96,11 @@ def sweep_attention(spec, b: int, context: int, dtype: torch.dtype, device: torc
     lens = torch.full((b,), context, dtype=torch.int32, device=device)
     q = torch.randn(b, spec.num_heads, spec.head_dim, device=device, dtype=dtype)
     want = paged_decode_attention.reference(q.float(), caches[0][0].float(), caches[0][1].float(), tables, lens)
-    row: dict = {"op": "decode attention", "batch": b, "context": context, "bytes": kv_bytes, "points": []}
-    for knobs in [{}, *points(paged_decode_attention.KNOBS, configs, rng)]:
-        def call(i: int, kn: dict = knobs) -> torch.Tensor:
-            return paged_decode_attention.paged_decode_attention(q, caches[i][0], caches[i][1], tables, lens, **kn)
-        try:
-            err = float((call(0).float() - want).norm() / want.norm())
-            us = timed(call, device, copies) if err < 2e-2 else None
-        except Exception as e:
-            row["points"].append({"knobs": knobs, "error": f"{type(e).__name__}: {str(e)[:120]}"})
-            continue
-        row["points"].append({"knobs": knobs, "rel_err": err, "us": us})
+    def call(i: int, knobs: dict) -> torch.Tensor:
+        return paged_decode_attention.paged_decode_attention(q, caches[i][0], caches[i][1], tables, lens, **knobs)
+
+    row: dict = {"op": "decode attention", "batch": b, "context": context, "bytes": kv_bytes,
+                 "points": sweep_points(paged_decode_attention.KNOBS, configs, rng, call, want, device, copies)}
     return finish(row, None)
 
 

@@ -70,10 +70,11 @@ class Sampler:
         """Temperature, then top-k, then top-p, per row, for all rows at once; the token is
         argmax(probs / noise), which draws index i with probability probs[i] (exponential race)."""
         vocab = logits.shape[1]
-        host = torch.tensor([[p.temperature, p.top_k if 0 < p.top_k < vocab else 0, p.top_p] for p in params])
+        ks = [p.top_k if 0 < p.top_k < vocab else 0 for p in params]  # 0: no cut
+        host = torch.tensor([[p.temperature, k, p.top_p] for p, k in zip(params, ks, strict=True)])
         temperature, top_k, top_p = to_device(host, logits.device).unbind(1)
         logits = logits / temperature[:, None]
-        widest = max(p.top_k if 0 < p.top_k < vocab else 0 for p in params)
+        widest = max(ks)
         if widest:
             top = torch.topk(logits, widest, dim=-1).values
             kth = top.gather(1, (top_k.long() - 1).clamp(min=0)[:, None])
