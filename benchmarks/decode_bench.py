@@ -61,6 +61,8 @@ def search(args: argparse.Namespace) -> tuple[Candidate | None, dict]:
     result["wall_s"] = time.perf_counter() - t0
     if not result.get("best_candidate"):
         return None, result
+    verdict = "passed" if result["verified"] else f"FAILED {result['verify_failures']}"
+    print(f"search winner {result['best_label']}: verification {verdict}", flush=True)
     with Board.open(board) as b:
         found = b.get_study(study)
         assert found is not None

@@ -53,6 +53,8 @@ def test_kill_9_then_resume(tmp_path):
     assert set(before) <= set(after)  # nothing lost
     assert max(Counter(h for _, h in after).values()) == 1  # nothing measured twice
     assert result["study"] == "resume-me" and result["experiments"] >= 1
+    if "artifact" in result:  # a winner was verified: the JSON names every check that failed, and why
+        assert result["verified"] == (result["verify_failures"] == {})
     with Board.open(tmp_path / "board.db") as board:
         study = board.get_study("resume-me")
         assert study is not None and str(study.state) == "finished"

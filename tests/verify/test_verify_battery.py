@@ -55,6 +55,19 @@ def test_speedup_claims_above_three_are_remeasured_and_reverified(tiny, fast, ca
         lucky.failed == ("integrity.speedup",) and "re-measurement" in lucky.check("integrity.speedup").reason
     )
 
+    # A claim whose own 95% interval is wide is confirmed by a re-measurement inside that interval,
+    # and what counts is the lower of the two numbers.
+    wide = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, claimed_low=3.2,
+                            remeasure=lambda c: 3.5)
+    assert wide.passed and wide.speedup == 3.5
+    below = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, claimed_low=3.2,
+                             remeasure=lambda c: 3.1)
+    assert below.failed == ("integrity.speedup",) and "at least 3.2x" in below.check("integrity.speedup").reason
+    # A narrow interval does not lower the bar below the agreement fraction of the claim.
+    narrow = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, claimed_low=4.9,
+                              remeasure=lambda c: 3.5)
+    assert narrow.failed == ("integrity.speedup",)
+
     confirmed = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, remeasure=lambda c: 4.6)
     assert confirmed.passed and confirmed.speedup == 4.6
     assert confirmed.check("integrity.speedup").numbers["reverified"] is True

@@ -102,6 +102,8 @@ def optimize(
         verdict = "[green]passed[/]" if artifact["verified"] else "[red]FAILED[/] (it cannot be approved)"
         out.print(f"verification {verdict} in {artifact['verify_s']:.0f} s; review it: "
                   f"[bold]polyinfer review {artifact['artifact']}[/]")
+        for name, reason in artifact["verify_failures"].items():
+            out.print(f"  [red]{name}[/]: {reason}", highlight=False)
     else:
         out.print("nothing beat the baseline beyond noise, so there is nothing to review")
 
@@ -120,14 +122,17 @@ def propose(b: Board, loop: StudyLoop, result: StudyResult, quiet: bool) -> dict
                              timeout_s=c.experiment_timeout_s).ratio
 
     verdict = verify_candidate(best, c.model, BatteryConfig(device=c.device, dtype=c.dtype),
-                               measured_hash=best.hash, claimed_speedup=result.speedup, remeasure=remeasure,
+                               measured_hash=best.hash, claimed_speedup=result.speedup, claimed_low=result.ci_low,
+                               remeasure=remeasure,
                                isolated=True)
     record_verdicts(b, loop.study.id, verdict)
     b.set_candidate_state(loop.study.id, best.hash,
                           CandidateState.VERIFIED if verdict.passed else CandidateState.REJECTED)
     model = load_model(c.model, dtype=c.engine_config().torch_dtype, device=c.device, num_layers=1)
     artifact = create_artifact(best, verdict, model, measurements=result.to_json(), profile=loop.profile)
-    return {"artifact": artifact.id, "verified": verdict.passed, "verify_s": verdict.seconds}
+    failures = {name: verdict.check(name).reason for name in verdict.failed}
+    return {"artifact": artifact.id, "verified": verdict.passed, "verify_s": verdict.seconds,
+            "verify_failures": failures}
 
 
 def _study(b: Board, name: str | None) -> Study:

@@ -135,6 +135,7 @@ def verify_candidate(
     num_layers: int | None = None,
     measured_hash: str | None = None,
     claimed_speedup: float | None = None,
+    claimed_low: float | None = None,
     remeasure: Callable[[Candidate], float] | None = None,
     isolated: bool = False,
 ) -> Report:
@@ -143,7 +144,8 @@ def verify_candidate(
     `seed` None draws a fresh one (recorded in the report). `measured_hash` is the hash of the code the
     caller measured; a mismatch fails integrity. A `claimed_speedup` above the config's limit is
     re-measured through `remeasure(candidate) -> speedup` and the battery re-run with another seed before
-    the report lets it count (`Report.speedup`). With `isolated`, `model` must be a reference.
+    the report lets it count (`Report.speedup`); the re-measurement must reach the config's agreement
+    fraction of the claim, or `claimed_low` (the claim's lower 95% bound) where that is lower. With `isolated`, `model` must be a reference.
     """
     config = config or BatteryConfig()
     seed = secrets.randbits(31) if seed is None else seed
@@ -155,7 +157,7 @@ def verify_candidate(
         second = None
         if claimed_speedup > config.speedup_limit and remeasure is not None:
             second = remeasure(candidate)
-        claim = SpeedupClaim(claimed_speedup, second)
+        claim = SpeedupClaim(claimed_speedup, second, claimed_low)
     if not isolated:
         if not isinstance(model, LoadedModel):
             model = load_model(
