@@ -35,6 +35,14 @@ def test_slowed_candidate_is_called_slower(engine):
     assert len(c.ratios) == 3 and result.candidate.score < result.incumbent.score
 
 
+def test_a_clearly_slower_candidate_stops_after_two_rounds(engine):
+    raced = ab_fast(engine, REFERENCE, sleepy(20), PROFILE, rounds=6, stop_below=0.8, **FAST).comparison
+    assert len(raced.ratios) == 2 and raced.verdict is Verdict.SLOWER
+    # A candidate that is not clearly slower runs every round.
+    even = ab_fast(engine, REFERENCE, REFERENCE, PROFILE, rounds=4, stop_below=0.5, **FAST).comparison
+    assert len(even.ratios) == 4
+
+
 def test_reference_against_itself_is_the_same(engine):
     c = ab_fast(engine, REFERENCE, REFERENCE, PROFILE, rounds=8, margin=0.1, **FAST).comparison
     assert c.verdict is Verdict.SAME

@@ -57,8 +57,12 @@ def ab_fast(
     warmup: int = 2,
     margin: float = 0.01,
     seed: int = 0,
+    stop_below: float | None = None,
 ) -> ABResult[FastTierResult]:
-    """Per round, the predicted score (output tok/s) of each from that round's calls, and their ratio."""
+    """Per round, the predicted score (output tok/s) of each from that round's calls, and their ratio.
+
+    With `stop_below`, a candidate whose first two rounds both came out below that ratio stops there
+    (racing): it cannot be promoted, and more rounds would only sharpen by how much it lost."""
     sides = (incumbent, candidate)
     # Each side's serving knobs (prefix caching, prefill chunk) shape its own workload of steps.
     mixes = [ShapeMix.of(profile, Limits.of(engine, Serving.of(engine.config, c.knobs))) for c in sides]
@@ -78,6 +82,8 @@ def ab_fast(
         for total, new in zip(pooled, timings, strict=True):
             for key, seconds in new.items():
                 total.setdefault(key, []).extend(seconds)
+        if stop_below is not None and len(ratios) >= 2 and max(ratios) < stop_below:
+            break
     results = [fast_tier.result(c, m, t, full_layers) for c, m, t in zip(sides, mixes, pooled, strict=True)]
     comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
     return ABResult(comparison, results[0], results[1])

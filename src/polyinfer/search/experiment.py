@@ -41,6 +41,7 @@ def fast(
     reps: int,
     margin: float,
     seed: int,
+    stop_below: float | None = None,
 ) -> Outcome:
     t0 = time.perf_counter()
     engine.prepare(candidate)  # fails fast on a broken build; its time is the swap cost
@@ -56,6 +57,7 @@ def fast(
             reps=reps,
             margin=margin,
             seed=seed,
+            stop_below=stop_below,
         )
     )
     return Outcome("fast", ab, t1 - t0, time.perf_counter() - t1)

@@ -69,6 +69,7 @@ class StudyConfig:
     dtype: str = "float32"
     fast_layers: int | None = None  # layers the fast tier loads (default a fifth, at least 2); it fits 1 and these
     rounds: int = 4  # interleaved A/B rounds on the fast tier
+    stop_below: float | None = 0.8  # a candidate below this ratio in its first two rounds stops there
     reps: int = 3  # timed calls per shape per round
     full_rounds: int = 2  # whole-trace replays per side on the full tier
     margin: float = 0.02  # a difference is real only when the ratio's CI clears 1 by this much
@@ -228,6 +229,7 @@ class StudyLoop:
                 c.reps,
                 c.margin,
                 c.seed,
+                c.stop_below,
                 timeout_s=c.experiment_timeout_s,
             )
             self._record(cand, generator, out)
