@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import typer
@@ -108,7 +109,7 @@ def optimize(
         out.print("nothing beat the baseline beyond noise, so there is nothing to review")
 
 
-def propose(b: Board, loop: StudyLoop, result: StudyResult, quiet: bool) -> dict[str, object]:
+def propose(b: Board, loop: StudyLoop, result: StudyResult, quiet: bool) -> dict[str, Any]:
     """Verify the study's winner (isolated, fresh seed) and leave a proposed artifact for a person."""
     c, best = loop.config, loop.incumbent
     if not quiet:
