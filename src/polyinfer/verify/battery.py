@@ -7,6 +7,7 @@ candidate that hangs, crashes or eats memory fails its report instead of taking 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import secrets
 import time
@@ -18,7 +19,7 @@ from polyinfer.engine.messages import WorkerSpec
 from polyinfer.engine.supervisor import EngineProcess, WorkerFailure
 from polyinfer.errors import CandidateError, PolyinferError
 from polyinfer.models.load import LoadedModel, load_model
-from polyinfer.verify import contamination, equivalence, integrity, invariance
+from polyinfer.verify import calibration, contamination, equivalence, integrity, invariance
 from polyinfer.verify.config import BatteryConfig
 from polyinfer.verify.context import Outcome, VerifyContext
 from polyinfer.verify.guard import GuardLog
@@ -83,6 +84,9 @@ def run_battery(
     t0 = time.perf_counter()
     weights_before = integrity.weights_digest(model.weights, seed)
     ctx = VerifyContext(model, candidate, config, seed, GuardLog())
+    floor = calibration.measure(ctx.with_seed(check_seed(seed, "calibration")))
+    if floor.rel_err is not None:
+        ctx = dataclasses.replace(ctx, config=dataclasses.replace(config, tolerance=floor.tolerance(config.tolerances)))
     results = run_checks(ctx)
     if config.canary and _selected(config, "integrity.canary"):
         s = check_seed(seed, "integrity.canary")
@@ -117,6 +121,8 @@ def run_battery(
         seconds=time.perf_counter() - t0,
         speedup=speedup,
         created_at=time.time(),
+        noise_floor=floor.rel_err,
+        logits_tolerance=ctx.tol.logits_rel,
     )
 
 

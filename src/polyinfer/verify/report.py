@@ -71,6 +71,10 @@ class Report:
     seconds: float  # the whole battery's cost, canary and re-verification included
     speedup: float | None = None  # the speedup that counts: claimed, or confirmed by a re-measurement
     created_at: float = 0.0
+    # Half precision: the reference's own worst-row logits error against float32 (verify/calibration.py),
+    # and the logits tolerance the checks used (the dtype's, or a multiple of that floor).
+    noise_floor: float | None = None
+    logits_tolerance: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -113,6 +117,10 @@ class Report:
             f"- engine: {self.device}, {self.dtype}, block size {self.block_size}",
             f"- seed: {self.seed}{' (exact mode: bit-identical to the reference)' if self.exact else ''}",
         ]
+        if self.logits_tolerance is not None:
+            floor = (f" ({self.noise_floor:.3g} is the reference's own {self.dtype} error against float32)"
+                     if self.noise_floor is not None else "")
+            lines.append(f"- logits tolerance: {self.logits_tolerance:.3g}{floor}")
         if self.speedup is not None:
             lines.append(f"- speedup that counts: {self.speedup:.3f}x")
         lines += ["", "| check | result | numbers | seed | seconds |", "| --- | --- | --- | --- | --- |"]
