@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -58,16 +58,19 @@ def ab_fast(
     margin: float = 0.01,
     seed: int = 0,
     stop_below: float | None = None,
+    prepared: Sequence[Mapping[int, Forward]] | None = None,
 ) -> ABResult[FastTierResult]:
     """Per round, the predicted score (output tok/s) of each from that round's calls, and their ratio.
 
     With `stop_below`, a candidate whose first two rounds both came out below that ratio stops there
-    (racing): it cannot be promoted, and more rounds would only sharpen by how much it lost."""
+    (racing): it cannot be promoted, and more rounds would only sharpen by how much it lost.
+    `prepared`: both sides' forwards by layer count (`fast_tier.prepare_layers`), where the caller has
+    built them already (a study keeps its incumbent's across experiments)."""
     sides = (incumbent, candidate)
     # Each side's serving knobs (prefix caching, prefill chunk) shape its own workload of steps.
     mixes = [ShapeMix.of(profile, Limits.of(engine, Serving.of(engine.config, c.knobs))) for c in sides]
     shapes = tuple(dict.fromkeys(s for m in mixes for s in m.shapes))
-    forwards = [fast_tier.prepare_layers(engine, c) for c in sides]
+    forwards = list(prepared) if prepared is not None else [fast_tier.prepare_layers(engine, c) for c in sides]
     pooled: list[Timings] = [{}, {}]
     order = random.Random(seed)
     ratios = []

@@ -4,12 +4,13 @@ interleaved A/B against the incumbent on one tier. Module-level so that they pic
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from polyinfer.bench import compare
+from polyinfer.bench import compare, fast_tier
 from polyinfer.bench.replay import ReplayOptions
-from polyinfer.engine.candidate import Candidate
+from polyinfer.engine.candidate import Candidate, Forward
 from polyinfer.engine.engine import Engine
 from polyinfer.traffic.profile import WorkloadProfile
 from polyinfer.traffic.trace import Trace
@@ -44,8 +45,9 @@ def fast(
     stop_below: float | None = None,
 ) -> Outcome:
     t0 = time.perf_counter()
-    engine.prepare(candidate)  # fails fast on a broken build; its time is the swap cost
+    forwards = fast_tier.prepare_layers(engine, candidate)  # fails fast on a broken build: the swap cost
     t1 = time.perf_counter()
+    prepared = (_prepared_incumbent(engine, incumbent), forwards)
     ab = compare.confirm(
         lambda: compare.ab_fast(
             engine,
@@ -58,9 +60,24 @@ def fast(
             margin=margin,
             seed=seed,
             stop_below=stop_below,
+            prepared=prepared,
         )
     )
     return Outcome("fast", ab, t1 - t0, time.perf_counter() - t1)
+
+
+# Per engine (the worker has one): the incumbent's fast-tier forwards, kept across experiments, since
+# every experiment of a study measures against the same incumbent until a winner replaces it.
+_INCUMBENTS: weakref.WeakKeyDictionary[Engine, tuple[str, dict[int, Forward]]] = weakref.WeakKeyDictionary()
+
+
+def _prepared_incumbent(engine: Engine, incumbent: Candidate) -> dict[int, Forward]:
+    kept = _INCUMBENTS.get(engine)
+    if kept is None or kept[0] != incumbent.hash:
+        _INCUMBENTS.pop(engine, None)  # free the old incumbent's buffers before building the new one
+        kept = (incumbent.hash, fast_tier.prepare_layers(engine, incumbent))
+        _INCUMBENTS[engine] = kept
+    return kept[1]
 
 
 def full(
