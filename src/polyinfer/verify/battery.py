@@ -86,7 +86,8 @@ def run_battery(
     ctx = VerifyContext(model, candidate, config, seed, GuardLog())
     floor = calibration.measure(ctx.with_seed(check_seed(seed, "calibration")))
     if floor.rel_err is not None:
-        ctx = dataclasses.replace(ctx, config=dataclasses.replace(config, tolerance=floor.tolerance(config.tolerances)))
+        calibrated = dataclasses.replace(config, tolerance=floor.tolerance(config.tolerances))
+        ctx = dataclasses.replace(ctx, config=calibrated)
     results = run_checks(ctx)
     if config.canary and _selected(config, "integrity.canary"):
         s = check_seed(seed, "integrity.canary")
@@ -151,7 +152,8 @@ def verify_candidate(
     caller measured; a mismatch fails integrity. A `claimed_speedup` above the config's limit is
     re-measured through `remeasure(candidate) -> speedup` and the battery re-run with another seed before
     the report lets it count (`Report.speedup`); the re-measurement must reach the config's agreement
-    fraction of the claim, or `claimed_low` (the claim's lower 95% bound) where that is lower. With `isolated`, `model` must be a reference.
+    fraction of the claim, or `claimed_low` (the claim's lower 95% bound) where that is lower. With
+    `isolated`, `model` must be a reference.
     """
     config = config or BatteryConfig()
     seed = secrets.randbits(31) if seed is None else seed
