@@ -62,6 +62,13 @@ def test_verify_fails_a_sloppy_candidate_and_says_why(monkeypatch, capsys):
     assert "FAILED" in out and "relative logits error" in out
 
 
+def test_a_bfloat16_battery_prints_its_calibrated_tolerance(monkeypatch, capsys):
+    code, out, _ = main(monkeypatch, capsys, "verify", "reference", *FAST, "--dtype", "bfloat16", "--in-process",
+                        "--only", "equivalence.logits")
+    assert code == 0
+    assert "logits tolerance" in out and "own bfloat16 error against float32" in out
+
+
 def test_exact_mode_from_the_cli(monkeypatch, capsys):
     code, out, err = main(
         monkeypatch,

@@ -88,6 +88,10 @@ def show(report: Report, console: Console) -> None:
         f"in {report.seconds:.2f} s; seed {report.seed}",
         highlight=False,
     )
+    if report.logits_tolerance is not None:
+        floor = "" if report.noise_floor is None else (
+            f" (the reference's own {report.dtype} error against float32 is {report.noise_floor:.3g})")
+        console.print(f"logits tolerance {report.logits_tolerance:.3g}{floor}", highlight=False)
 
 
 # Numbers that restate the battery's settings or identities rather than what the check measured.
