@@ -126,3 +126,15 @@ def test_invalid_length_distributions_are_refused():
         Lognormal(0, 1)
     with pytest.raises(TraceError):
         Empirical(())
+
+
+def test_each_preset_has_the_shape_its_name_promises():
+    profiles = {name: WorkloadProfile.of(synthesize(spec)) for name, spec in PRESETS.items()}
+    rag, agent, code, batch, chat = (profiles[n] for n in ("rag", "agent", "code", "batch", "chat"))
+    # rag and code: long prompts, short replies; code arrives fastest.
+    assert rag.input_len.p50 > 10 * rag.output_len.p50 and code.input_len.p50 > 10 * code.output_len.p50
+    assert code.rate_rps > max(rag.rate_rps, chat.rate_rps, agent.rate_rps)
+    # agent: multi-turn sessions that resend their history, so most prompt tokens are cached prefixes.
+    assert agent.sessions < agent.requests / 3 and agent.prefix_reuse > max(0.7, 2 * chat.prefix_reuse)
+    # batch: everything queued at once, long replies.
+    assert batch.duration_s < 1 and batch.output_len.p50 > 2 * chat.output_len.p50

@@ -126,6 +126,48 @@ PRESETS: dict[str, SynthSpec] = {
         shared_fraction=0.8,
         name="chat",
     ),
+    # Retrieval-augmented QA: a fixed instruction, then retrieved passages (a long, unshared prompt)
+    # and a short answer. Prefill-bound.
+    "rag": SynthSpec(
+        rate=1.0,
+        input_len=Lognormal(3000, 0.4),
+        output_len=Lognormal(120, 0.6),
+        shared_prefix_len=128,
+        shared_prefixes=1,
+        shared_fraction=1.0,
+        name="rag",
+    ),
+    # Tool-using agents: a long system prompt with the tool specs, then six turns a session, each
+    # bringing a tool result back after a short wait. Each turn resends the whole session, so prefix
+    # caching carries it.
+    "agent": SynthSpec(
+        rate=2.0,
+        input_len=Lognormal(300, 0.8),
+        output_len=Lognormal(150, 0.7),
+        shared_prefix_len=1024,
+        shared_prefixes=2,
+        shared_fraction=1.0,
+        turns=6,
+        think_s=2.0,
+        name="agent",
+    ),
+    # Code completion: a long file context and a short completion, at a high request rate.
+    "code": SynthSpec(
+        rate=5.0,
+        input_len=Lognormal(1800, 0.6),
+        output_len=Lognormal(60, 0.9),
+        name="code",
+    ),
+    # Offline batch jobs (summarization, evaluation): everything queued at once, long replies.
+    # Throughput-bound: the scheduler's largest batches.
+    "batch": SynthSpec(
+        rate=1000.0,
+        cv=0.0,
+        requests=256,
+        input_len=Lognormal(1500, 0.5),
+        output_len=Lognormal(400, 0.5),
+        name="batch",
+    ),
 }
 
 
