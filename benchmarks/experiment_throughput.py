@@ -7,7 +7,8 @@ On CUDA the candidates are the reference and seven CUDA-graph variants of `fast`
 proposes); on a CPU, eager `fast` variants; with `--mix`, the candidates a real study measured. Each
 experiment is: get the candidate running, then one short measurement (median decode-step time at
 batch 1 and 8, 20 calls each). The fresh path starts a process, loads the checkpoint, builds and warms
-the candidate, measures, and exits; the swap path keeps one worker and only swaps. Same candidates,
+the candidate, measures, and exits; the swap path keeps one worker and only swaps. A candidate whose
+build fails (a real study's mix has them) ends its experiment there, on both paths. Same candidates,
 same device, one run.
 """
 
@@ -27,7 +28,7 @@ from polyinfer.engine.candidate import Candidate, declared_seeds
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
 from polyinfer.engine.messages import WorkerSpec
-from polyinfer.engine.supervisor import EngineProcess
+from polyinfer.engine.supervisor import EngineProcess, WorkerFailure
 from polyinfer.models.checkpoint import save_checkpoint
 from polyinfer.models.load import load_model
 
@@ -49,11 +50,25 @@ def candidates(device: str) -> list[Candidate]:
     return [Candidate.reference(), *(seed.with_knobs(c) for c in changes)]
 
 
-def study_mix(path: str, limit: int | None) -> list[Candidate]:
-    """The candidates a real study measured, in its order, from `polyinfer status STUDY --json` (those
-    that failed are left out: a swap that fails costs the same in both paths and measures nothing)."""
-    records = [c for c in json.loads(Path(path).read_text())["candidates"] if c["state"] != "failed"]
+def study_mix(path: str, limit: int | None, skip_failed: bool) -> list[Candidate]:
+    """The candidates a real study tried, in its order, from `polyinfer status STUDY --json`, those whose
+    build failed included unless `skip_failed`: a fresh process pays its start and the checkpoint
+    before a build can fail, the swap path only the build, and a study counts both as experiments."""
+    records = [c for c in json.loads(Path(path).read_text())["candidates"]
+               if not (skip_failed and c["state"] == "failed")]
     return [Candidate.builtin(c["name"], c["knobs"]) for c in records[:limit]]
+
+
+def experiment(proc: EngineProcess, cand: Candidate, t0: float) -> dict:
+    """Swap `cand` in and measure it; a failed build ends the experiment there (`failed`)."""
+    try:
+        report = proc.swap(cand)
+    except WorkerFailure as e:
+        return {"candidate": cand.label, "seconds": time.perf_counter() - t0, "failed": str(e)[:200]}
+    ready = time.perf_counter() - t0
+    numbers = proc.call(measure)
+    return {"candidate": cand.label, "seconds": time.perf_counter() - t0, "ready_s": ready,
+            "swap_s": report.total_s, **numbers}
 
 
 def main() -> None:
@@ -65,6 +80,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where to save the checkpoint (default: a temp dir)")
     ap.add_argument("--mix", help="a real study's candidates: the output of `polyinfer status STUDY --json`")
     ap.add_argument("--limit", type=int, help="only the first N candidates of --mix")
+    ap.add_argument("--skip-failed", action="store_true", help="leave out the candidates of --mix that failed")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=args.kv_cache_tokens)
@@ -77,36 +93,30 @@ def main() -> None:
     torch.cuda.empty_cache() if torch.cuda.is_available() else None
     save_s = time.perf_counter() - t0
     spec = WorkerSpec(str(ckpt), config)
-    mix = study_mix(args.mix, args.limit) if args.mix else candidates(args.device)
+    mix = study_mix(args.mix, args.limit, args.skip_failed) if args.mix else candidates(args.device)
 
     fresh = []
     t_fresh = time.perf_counter()
     for cand in mix:
         t = time.perf_counter()
         with EngineProcess(spec) as proc:
-            proc.swap(cand)
-            ready = time.perf_counter() - t
-            numbers = proc.call(measure)
-        fresh.append({"candidate": cand.label, "seconds": time.perf_counter() - t, "ready_s": ready, **numbers})
+            fresh.append(experiment(proc, cand, t))
     fresh_total = time.perf_counter() - t_fresh
 
-    swapped = []
     t_swap = time.perf_counter()
     with EngineProcess(spec) as proc:
         start_s = time.perf_counter() - t_swap
-        for cand in mix:
-            t = time.perf_counter()
-            report = proc.swap(cand)
-            ready = time.perf_counter() - t
-            numbers = proc.call(measure)
-            swapped.append({"candidate": cand.label, "seconds": time.perf_counter() - t, "ready_s": ready,
-                            "swap_s": report.total_s, **numbers})
+        swapped = [experiment(proc, cand, time.perf_counter()) for cand in mix]
     swap_total = time.perf_counter() - t_swap
 
-    first_fresh = statistics.median(r["seconds"] for r in fresh)
-    first_swap = statistics.median(r["seconds"] for r in swapped)
-    ready_fresh = statistics.median(r["ready_s"] for r in fresh)
-    ready_swap = statistics.median(r["ready_s"] for r in swapped)
+    # Time to first measurement and to readiness are over the experiments that measured something.
+    measured = [(f, s) for f, s in zip(fresh, swapped, strict=True) if "failed" not in f and "failed" not in s]
+    if not measured:
+        raise SystemExit("no candidate of the mix built; nothing was measured")
+    first_fresh = statistics.median(f["seconds"] for f, _ in measured)
+    first_swap = statistics.median(s["seconds"] for _, s in measured)
+    ready_fresh = statistics.median(f["ready_s"] for f, _ in measured)
+    ready_swap = statistics.median(s["ready_s"] for _, s in measured)
     result = {
         "model": args.model, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "dtype": args.dtype, "torch": torch.__version__, "weights_bytes": size, "save_s": save_s,
@@ -118,12 +128,14 @@ def main() -> None:
         "time_to_ready": {"fresh_s": ready_fresh, "swap_s": ready_swap, "ratio": ready_fresh / ready_swap},
         "experiments_per_hour": {"fresh": 3600 * len(mix) / fresh_total, "swap": 3600 * len(mix) / swap_total,
                                  "ratio": fresh_total / swap_total},
+        "failed_builds": sum("failed" in s for s in swapped),
     }
     print(f"\n{result['device']} {args.model} {args.dtype} ({size / 1e9:.1f} GB checkpoint, saved in {save_s:.1f} s)")
     print(f"{'candidate':<28} {'fresh s':>8} {'swap s':>8} {'b1 ms fresh/swap':>18} {'b8 ms fresh/swap':>18}")
     for f, s in zip(fresh, swapped, strict=True):
-        print(f"{f['candidate']:<28} {f['seconds']:>8.2f} {s['seconds']:>8.2f} "
-              f"{f['decode_b1_ms']:>8.2f}/{s['decode_b1_ms']:<8.2f} {f['decode_b8_ms']:>8.2f}/{s['decode_b8_ms']:<8.2f}")
+        steps = ("build failed" if "failed" in f or "failed" in s else
+                 f"{f['decode_b1_ms']:>8.2f}/{s['decode_b1_ms']:<8.2f} {f['decode_b8_ms']:>8.2f}/{s['decode_b8_ms']:<8.2f}")
+        print(f"{f['candidate']:<28} {f['seconds']:>8.2f} {s['seconds']:>8.2f} {steps}")
     ttfm = result["time_to_first_measurement"]
     eph = result["experiments_per_hour"]
     print(f"time to first measurement (median): fresh {ttfm['fresh_s']:.2f} s, swap {ttfm['swap_s']:.2f} s "
@@ -131,8 +143,8 @@ def main() -> None:
     ready = result["time_to_ready"]
     print(f"time until measuring can start (median): fresh {ready['fresh_s']:.2f} s, swap {ready['swap_s']:.3f} s "
           f"-> {ready['ratio']:.0f}x")
-    print(f"experiments per hour (incl. the swap worker's one start): fresh {eph['fresh']:.0f}, swap {eph['swap']:.0f} "
-          f"-> {eph['ratio']:.1f}x")
+    print(f"experiments per hour (incl. the swap worker's one start; {result['failed_builds']} of {len(mix)} builds "
+          f"failed): fresh {eph['fresh']:.0f}, swap {eph['swap']:.0f} -> {eph['ratio']:.1f}x")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2))
 
