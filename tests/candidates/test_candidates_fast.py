@@ -53,6 +53,14 @@ def test_every_triton_kernel_together_matches_the_reference(setup):
     assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
 
 
+def test_every_triton_kernel_launched_with_pdl_matches_the_reference(setup):
+    # On a CPU the kernels run interpreted and PDL stays off (its PTX cannot run there), so this holds
+    # the plumbing; on an sm90 GPU the same test runs the dependent launches.
+    engine, prompts, ref = setup
+    engine.swap(Candidate.builtin("fast", {**TRITON_ALL, "pdl": True}))
+    assert [s.output_ids for s in engine.generate(prompts, GREEDY)] == ref
+
+
 def test_compiled_regions_match_the_reference(tiny):
     engine = Engine(tiny, EngineConfig(block_size=4, kv_cache_tokens=512, max_prefill_chunk=6))
     prompts = [[5, 9, 3, 17], [8, 2, 11, 4, 6, 30, 1]]

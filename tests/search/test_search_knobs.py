@@ -162,6 +162,8 @@ def test_the_fast_familys_constraints_are_what_its_build_refuses() -> None:
     assert "fuse_gate_up" in (fast.invalid({"activation": "triton"}) or "")
     assert "decode_attention=triton" in (fast.invalid({"cuda_graphs": True}) or "")
     assert fast.invalid({"cuda_graphs": True, "decode_attention": "triton"}) is None
+    assert "pdl" in (fast.invalid({"pdl": True}) or "")  # no Triton kernel chosen: nothing launches with PDL
+    assert fast.invalid({"pdl": True, "norm": "triton"}) is None
     assert fast.invalid({}) is None and all(fast.invalid(seed) is None for seed in fast.SEEDS)
 
 

@@ -15,6 +15,8 @@ Knobs (the first choice of each reproduces the reference's structure):
 - cuda_graphs: replay decode steps from CUDA graphs per batch bucket (needs Triton decode attention,
   which reads lengths on the device; on a CPU the same padded buffers run eagerly), with
   `graph_buckets` the batch sizes that get a graph: powers of two, or also the midpoints between them;
+- pdl: launch the Triton kernels with programmatic dependent launch (Hopper and later), so each starts
+  while the kernel before it finishes (and the GEMV reads its first weight tile meanwhile);
 - mixed_graphs: steps that the decode graphs do not take (prefill chunks, or any step without
   cuda_graphs) replayed piecewise, a graph between every two attention calls per token bucket
   (attention itself runs eagerly; on a CPU the whole path does).
@@ -24,6 +26,8 @@ the kernels would only run interpreted, far too slowly to win, though tests stil
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -64,6 +68,7 @@ KNOBS: dict[str, list] = {
     "cuda_graphs": [False, *([True] if ON_GPU else [])],
     "graph_buckets": ["pow2", *(["dense"] if ON_GPU else [])],
     "mixed_graphs": [False, *([True] if ON_GPU else [])],
+    "pdl": [False, *([True] if ON_GPU else [])],
 }
 DEFAULTS = {name: choices[0] for name, choices in KNOBS.items()}
 # Where the knob searcher starts after the defaults: every kernel of the library, replayed from graphs,
@@ -82,6 +87,9 @@ def invalid(knobs: dict) -> str | None:
         return "activation=triton needs fuse_gate_up: the kernel reads the fused gate-up output"
     if k["cuda_graphs"] and k["decode_attention"] != "triton":
         return "cuda_graphs needs decode_attention=triton: a graph cannot read host lengths"
+    kernels = ("norm", "rope_kv", "activation", "linear", "decode_attention")
+    if k["pdl"] and all(k[name] != "triton" for name in kernels):
+        return "pdl changes how Triton kernels launch, and these knobs choose none"
     return None
 
 
@@ -98,16 +106,17 @@ class FastForward:
         self.layers = [FusedLayer.build(w, ctx.spec.q_size, ctx.spec.kv_size, knobs["fuse_qkv"], knobs["fuse_gate_up"])
                        for w in ctx.weights.layers]
         regions = knobs["compile"] == "regions"
-        self.norm = Norm(knobs["norm"], ctx.spec.rms_norm_eps, regions)
-        self.linear = Linear(knobs["linear"], knobs["gemv_block_n"], knobs["gemv_block_k"], ctx.device)
-        self.act = Activation(knobs["activation"], regions) if knobs["fuse_gate_up"] else None
+        pdl = knobs["pdl"]
+        self.norm = Norm(knobs["norm"], ctx.spec.rms_norm_eps, regions, pdl)
+        self.linear = Linear(knobs["linear"], knobs["gemv_block_n"], knobs["gemv_block_k"], ctx.device, pdl)
+        self.act = Activation(knobs["activation"], regions, pdl) if knobs["fuse_gate_up"] else None
         self.rope_kv = RopeKVWrite(knobs["rope_kv"], ctx.spec, ctx.device, ctx.dtype, knobs["rope"] == "table",
-                                   regions)
+                                   regions, pdl)
         self.decode_kind, self.prefill_kind = knobs["decode_attention"], knobs["prefill_attention"]
         if "triton" in (self.decode_kind, self.prefill_kind):
             from polyinfer.kernels import paged_decode_attention, paged_prefill_attention
 
-            self.triton_decode = paged_decode_attention.paged_decode_attention
+            self.triton_decode = functools.partial(paged_decode_attention.paged_decode_attention, pdl=pdl)
             self.triton_prefill = paged_prefill_attention.paged_prefill_attention
         self.graphs = None
         if knobs["cuda_graphs"]:

@@ -22,12 +22,15 @@ import torch
 import triton
 import triton.language as tl
 
-KNOBS: dict[str, list[int]] = {
+from polyinfer.kernels.pdl import enabled, wait_then_release
+
+KNOBS: dict[str, list] = {
     "BLOCK": [16, 32, 64, 128],
     "NUM_SPLITS": [1, 2, 4, 8, 16, 32],
     "USE_DOT": [0, 1],
     "num_warps": [2, 4, 8],
     "num_stages": [1, 2, 3],
+    "pdl": [False, True],
 }
 
 LOG2E = 1.4426950408889634
@@ -42,9 +45,10 @@ def _decode_split_kernel(
     stride_qb, stride_qh, stride_cb, stride_co, stride_ch, stride_bt, stride_ob, stride_oh,
     qk_scale, block_size, window,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr,
-    BLOCK: tl.constexpr, NUM_SPLITS: tl.constexpr, USE_DOT: tl.constexpr,
+    BLOCK: tl.constexpr, NUM_SPLITS: tl.constexpr, USE_DOT: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     b, kvh, split = tl.program_id(0).to(tl.int64), tl.program_id(1), tl.program_id(2)
+    wait_then_release(PDL)
     seq_len = tl.load(sl_ptr + b)
     start = tl.maximum(seq_len - window, 0)
     per_split = tl.cdiv(tl.cdiv(seq_len - start, NUM_SPLITS), BLOCK) * BLOCK
@@ -100,8 +104,9 @@ def _decode_split_kernel(
 @triton.jit
 def _merge_splits_kernel(part_ptr, lse_ptr, o_ptr, stride_ob, stride_oh, H,
                          HEAD_DIM: tl.constexpr, D_PAD: tl.constexpr,
-                         NUM_SPLITS: tl.constexpr, S_PAD: tl.constexpr):  # fmt: skip
+                         NUM_SPLITS: tl.constexpr, S_PAD: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
     b, h = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    wait_then_release(PDL)
     s, d = tl.arange(0, S_PAD), tl.arange(0, D_PAD)
     rows = (b * H + h) * NUM_SPLITS + s
     lse = tl.load(lse_ptr + rows, mask=s < NUM_SPLITS, other=float("-inf"))
@@ -138,6 +143,7 @@ def paged_decode_attention(
     USE_DOT: int = 1,
     num_warps: int = 4,
     num_stages: int = 2,
+    pdl: bool = False,
 ) -> torch.Tensor:
     b, h, d = q.shape
     hkv = k_cache.shape[2]
@@ -149,6 +155,7 @@ def paged_decode_attention(
     lse = torch.empty((b, h, NUM_SPLITS), dtype=torch.float32, device=q.device) if NUM_SPLITS > 1 else out
     group_pad = triton.next_power_of_2(group)
     d_pad = triton.next_power_of_2(d)
+    use_pdl = enabled(pdl, q)
     _decode_split_kernel[(b, hkv, NUM_SPLITS)](
         q, k_cache, v_cache, block_tables, seq_lens, out, part, lse,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
@@ -156,12 +163,13 @@ def paged_decode_attention(
         LOG2E / math.sqrt(d), k_cache.shape[1], sliding_window or NO_WINDOW,
         GROUP=group, GROUP_PAD=max(16, group_pad) if USE_DOT else group_pad, HEAD_DIM=d,
         D_PAD=max(16, d_pad) if USE_DOT else d_pad, BLOCK=BLOCK, NUM_SPLITS=NUM_SPLITS, USE_DOT=bool(USE_DOT),
-        num_warps=num_warps, num_stages=num_stages,
+        PDL=use_pdl, num_warps=num_warps, num_stages=num_stages, launch_pdl=use_pdl,
     )  # fmt: skip
     if NUM_SPLITS > 1:
         _merge_splits_kernel[(b, h)](
             part, lse, out, out.stride(0), out.stride(1), h,
             HEAD_DIM=d, D_PAD=d_pad, NUM_SPLITS=NUM_SPLITS, S_PAD=triton.next_power_of_2(NUM_SPLITS),
+            PDL=use_pdl, launch_pdl=use_pdl,
         )  # fmt: skip
     return out
 

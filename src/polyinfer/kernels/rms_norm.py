@@ -13,7 +13,10 @@ import torch
 import triton
 import triton.language as tl
 
-KNOBS: dict[str, list[int]] = {"BLOCK_N": [512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8, 16]}
+from polyinfer.kernels.pdl import enabled, wait_then_release
+
+KNOBS: dict[str, list] = {"BLOCK_N": [512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8, 16],
+                          "pdl": [False, True]}
 
 
 @triton.jit
@@ -31,7 +34,7 @@ def _rms_norm_kernel(
     x_ptr, r_ptr, w_ptr, out_ptr, sum_ptr,
     stride_x, stride_r, stride_out, stride_sum,
     N, eps,
-    HAS_RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, BLOCK_N: tl.constexpr, NUM_CHUNKS: tl.constexpr, PDL: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     x_row, r_row = x_ptr + row * stride_x, r_ptr + row * stride_r
@@ -40,12 +43,14 @@ def _rms_norm_kernel(
     if NUM_CHUNKS == 1:
         # The whole row fits one tile: keep it in registers between the two passes.
         mask = cols < N
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)  # weights: no kernel writes them
+        wait_then_release(PDL)
         x = _load_row_chunk(x_row, r_row, s_row, cols, mask, HAS_RESIDUAL)
         inv = tl.rsqrt(tl.sum(x * x, axis=0) / N + eps)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         normed = (x * inv).to(out_ptr.dtype.element_ty).to(tl.float32)
         tl.store(out_row + cols, (normed * w).to(out_ptr.dtype.element_ty), mask=mask)
     else:
+        wait_then_release(PDL)
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for c in range(NUM_CHUNKS):
             mask = c * BLOCK_N + cols < N
@@ -72,6 +77,7 @@ def rms_norm(
     *,
     BLOCK_N: int | None = None,
     num_warps: int = 4,
+    pdl: bool = False,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm of `x` (plus `residual` first, when given). BLOCK_N=None takes the whole row in one tile."""
     m, n = x.shape
@@ -79,12 +85,13 @@ def rms_norm(
     out = torch.empty_like(x)
     summed = torch.empty_like(x) if residual is not None else out
     res = residual if residual is not None else x
+    use_pdl = enabled(pdl, x)
     _rms_norm_kernel[(m,)](
         x, res, weight, out, summed,
         x.stride(0), res.stride(0), out.stride(0), summed.stride(0),
         n, eps,
-        HAS_RESIDUAL=residual is not None, BLOCK_N=block, NUM_CHUNKS=triton.cdiv(n, block),
-        num_warps=num_warps,
+        HAS_RESIDUAL=residual is not None, BLOCK_N=block, NUM_CHUNKS=triton.cdiv(n, block), PDL=use_pdl,
+        num_warps=num_warps, launch_pdl=use_pdl,
     )  # fmt: skip
     return out if residual is None else (out, summed)
 

@@ -16,7 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-KNOBS: dict[str, list[int]] = {"BLOCK_H": [1, 2, 4, 8, 16], "num_warps": [1, 2, 4, 8]}
+from polyinfer.kernels.pdl import enabled, wait_then_release
+
+KNOBS: dict[str, list] = {"BLOCK_H": [1, 2, 4, 8, 16], "num_warps": [1, 2, 4, 8], "pdl": [False, True]}
 
 
 def rope_tables(inv_freq: torch.Tensor, max_positions: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -43,11 +45,13 @@ def _rope_kv_write_kernel(
     stride_cb, stride_co, stride_ch, stride_ot, stride_oh,
     H, HKV, block_size, eps,
     HALF: tl.constexpr, HALF_PAD: tl.constexpr, BLOCK_H: tl.constexpr, HAS_NORM: tl.constexpr,
+    PDL: tl.constexpr,
 ):  # fmt: skip
     t, hb = tl.program_id(0).to(tl.int64), tl.program_id(1)
     dtype = qo_ptr.dtype.element_ty
     half = tl.arange(0, HALF_PAD)
     dmask = half < HALF
+    wait_then_release(PDL)
     pos = tl.load(pos_ptr + t)
     c = tl.load(cos_ptr + pos * stride_cs + half, mask=dmask, other=0.0).to(dtype).to(tl.float32)[None, :]
     s = tl.load(sin_ptr + pos * stride_cs + half, mask=dmask, other=0.0).to(dtype).to(tl.float32)[None, :]
@@ -98,6 +102,7 @@ def rope_kv_write(
     *,
     BLOCK_H: int = 4,
     num_warps: int = 4,
+    pdl: bool = False,
 ) -> torch.Tensor:
     t, h, d = q.shape
     hkv = k.shape[1]
@@ -106,13 +111,14 @@ def rope_kv_write(
     qn = q_norm if q_norm is not None else cos
     kn = k_norm if k_norm is not None else cos
     grid = (t, triton.cdiv(h, BLOCK_H) + triton.cdiv(hkv, BLOCK_H))
+    use_pdl = enabled(pdl, q)
     _rope_kv_write_kernel[grid](
         q, k, v, positions, slot_mapping, cos, sin, k_cache, v_cache, qn, kn, q_out,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), cos.stride(0),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), q_out.stride(0), q_out.stride(1),
         h, hkv, k_cache.shape[1], eps,
         HALF=d // 2, HALF_PAD=triton.next_power_of_2(d // 2), BLOCK_H=BLOCK_H, HAS_NORM=has_norm,
-        num_warps=num_warps,
+        PDL=use_pdl, num_warps=num_warps, launch_pdl=use_pdl,
     )  # fmt: skip
     return q_out
 

@@ -8,6 +8,7 @@ say so and tests/kernels hold them to it. The residual add is folded into the no
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -43,14 +44,14 @@ def compiled(fn: Callable, on: bool) -> Callable:
 class Norm:
     """RMSNorm with the preceding residual add: PyTorch (optionally compiled) or the fused Triton kernel."""
 
-    def __init__(self, kind: str, eps: float, compile_regions: bool) -> None:
+    def __init__(self, kind: str, eps: float, compile_regions: bool, pdl: bool = False) -> None:
         self.eps = eps
         self.torch_fn = compiled(add_rms_norm, compile_regions)
         self.kernel = None
         if kind == "triton":
             from polyinfer.kernels.rms_norm import rms_norm as kernel
 
-            self.kernel = kernel
+            self.kernel = functools.partial(kernel, pdl=pdl)
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor,
                  residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,8 +72,8 @@ class Linear:
     multiprocessor (a 2048-wide projection has too few output tiles alone to fill the GPU).
     """
 
-    def __init__(self, kind: str, block_n: int, block_k: int, device: torch.device) -> None:
-        self.block_n, self.block_k = block_n, block_k
+    def __init__(self, kind: str, block_n: int, block_k: int, device: torch.device, pdl: bool = False) -> None:
+        self.block_n, self.block_k, self.pdl = block_n, block_k, pdl
         self.programs = 2 * (torch.cuda.get_device_properties(device).multi_processor_count
                              if device.type == "cuda" else 4)
         self.kernel = None
@@ -92,18 +93,18 @@ class Linear:
             return F.linear(x, weight, bias)
         n, k = weight.shape
         return self.kernel(x, weight, bias, BLOCK_N=self.block_n, BLOCK_K=self.block_k,
-                           SPLIT_K=self.split_k(n, k))
+                           SPLIT_K=self.split_k(n, k), pdl=self.pdl)
 
 
 class Activation:
     """SiLU(gate) * up over a fused `[T, 2 * intermediate]` gate-up output."""
 
-    def __init__(self, kind: str, compile_regions: bool) -> None:
+    def __init__(self, kind: str, compile_regions: bool, pdl: bool = False) -> None:
         self.fn = compiled(silu_mul, compile_regions)
         if kind == "triton":
             from polyinfer.kernels.silu_mul import silu_mul as kernel
 
-            self.fn = kernel
+            self.fn = functools.partial(kernel, pdl=pdl)
 
     def __call__(self, gate_up: torch.Tensor) -> torch.Tensor:
         return self.fn(gate_up)

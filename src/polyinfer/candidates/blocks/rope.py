@@ -3,6 +3,7 @@ rotation plus the paged-KV write either as PyTorch ops or as one Triton launch."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -42,7 +43,7 @@ class RopeKVWrite:
     """
 
     def __init__(self, kind: str, spec: ModelSpec, device: torch.device, dtype: torch.dtype, table: bool,
-                 compile_regions: bool) -> None:
+                 compile_regions: bool, pdl: bool = False) -> None:
         self.spec = spec
         self.rotate = compiled(apply_rope, compile_regions)
         self.kernel: Callable[..., torch.Tensor] | None = None
@@ -50,7 +51,7 @@ class RopeKVWrite:
         if kind == "triton":
             from polyinfer.kernels.rope_kv_write import rope_kv_write, rope_tables
 
-            self.kernel = rope_kv_write
+            self.kernel = functools.partial(rope_kv_write, pdl=pdl)
             inv_freq = spec.rope.inv_freq(spec.head_dim).to(device)
             self.cos, self.sin = rope_tables(inv_freq, spec.max_position_embeddings)
         else:
