@@ -61,6 +61,18 @@ def test_speedup_above_three_is_measured_again(engine):
     assert kept.comparison.median > 3 and kept.comparison.verdict is Verdict.FASTER
 
 
+def test_warmup_rounds_replay_each_side_untimed_first(engine, monkeypatch):
+    from polyinfer.bench import compare
+
+    replays = []
+    real = compare.replay
+    monkeypatch.setattr(compare, "replay", lambda *a, **k: replays.append(1) or real(*a, **k))
+    trace = small_trace(2, output_len=2)
+    result = ab_full(engine, REFERENCE, REFERENCE, trace, ReplayOptions(warmup_requests=0), rounds=2,
+                     warmup_rounds=1)
+    assert len(replays) == 2 * (2 + 1) and len(result.comparison.ratios) == 2
+
+
 def test_full_tier_comparison_replays_each_side_per_round(engine):
     trace = small_trace(4, output_len=4)
     result = ab_full(engine, REFERENCE, sleepy(20), trace, ReplayOptions(warmup_requests=1), rounds=3)

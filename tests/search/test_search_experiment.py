@@ -49,6 +49,16 @@ def test_each_side_is_built_once(builds):
     assert experiment._INCUMBENTS[engine][0] == newer.hash
 
 
+def test_a_full_tier_experiment_builds_each_side_once(builds):
+    engine = Engine(load_model("tiny-llama"), EngineConfig(kv_cache_tokens=2048, max_num_seqs=4))
+    builds.clear()
+    trace = cap_trace(synthesize(PRESETS["chat"]), 2, 24)
+    fast = Candidate.builtin("fast")
+    out = experiment.full(engine, Candidate.reference(), fast, trace, 2, 0.05, 0)
+    assert len(out.ab.comparison.ratios) == 2
+    assert builds == {Candidate.reference().label: 1, fast.label: 1}
+
+
 def test_the_prepared_forwards_are_the_ones_timed(monkeypatch):
     engine = Engine(load_model("tiny-llama"), EngineConfig(kv_cache_tokens=2048, max_num_seqs=4))
     profile = WorkloadProfile.of(cap_trace(synthesize(PRESETS["chat"]), 4, 40))
