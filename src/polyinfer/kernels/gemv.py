@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from polyinfer.kernels.pdl import enabled, wait_then_release
+from polyinfer.kernels.pdl import enabled, launch_options, wait_then_release
 
 KNOBS: dict[str, list] = {
     "BLOCK_N": [16, 32, 64, 128],
@@ -33,7 +33,7 @@ REDUCE_BLOCK = 1024
 @triton.jit
 def gemv_tile(x_ptr, w_ptr, stride_xm, stride_wn, rm, rn, M, N, K, k_start, k_end,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              PDL: tl.constexpr = False):  # fmt: skip
+              PDL: tl.constexpr):  # fmt: skip
     """float32 `[BLOCK_M, BLOCK_N]` tile of `x[rm] @ w[rn].T` over columns `k_start:k_end` (BLOCK_K-aligned).
 
     With PDL, the first weight tile (weights: no kernel writes them) is read before waiting for the
@@ -142,12 +142,12 @@ def gemv(
         m, n, k, x.stride(0), weight.stride(0), partial.stride(-2), partial.stride(0), k_per_split,
         HAS_BIAS=bias is not None, PARTIAL=splits > 1,
         BLOCK_M=block_m, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, PDL=use_pdl,
-        num_warps=num_warps, num_stages=num_stages, launch_pdl=use_pdl,
+        num_warps=num_warps, num_stages=num_stages, **launch_options(use_pdl),
     )  # fmt: skip
     if splits > 1:
         _split_k_reduce_kernel[(m, triton.cdiv(n, REDUCE_BLOCK))](
             partial, b, y, n, partial.stride(0), partial.stride(1), y.stride(0),
-            SPLIT_K=splits, HAS_BIAS=bias is not None, BLOCK=REDUCE_BLOCK, PDL=use_pdl, launch_pdl=use_pdl,
+            SPLIT_K=splits, HAS_BIAS=bias is not None, BLOCK=REDUCE_BLOCK, PDL=use_pdl, **launch_options(use_pdl),
         )  # fmt: skip
     return y
 

@@ -36,7 +36,7 @@ def _tile_argmax_kernel(x_ptr, w_ptr, val_ptr, idx_ptr, M, V, K, stride_xm, stri
     pid_n, pid_m = tl.program_id(0), tl.program_id(1)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    logits = gemv_tile(x_ptr, w_ptr, stride_xm, stride_wn, rm, rn, M, V, K, 0, K, BLOCK_M, BLOCK_N, BLOCK_K)
+    logits = gemv_tile(x_ptr, w_ptr, stride_xm, stride_wn, rm, rn, M, V, K, 0, K, BLOCK_M, BLOCK_N, BLOCK_K, False)
     logits = logits.to(x_ptr.dtype.element_ty).to(tl.float32)
     logits = tl.where(rn[None, :] < V, logits, float("-inf"))
     best, arg = tl.max(logits, axis=1, return_indices=True, return_indices_tie_break_left=True)

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from polyinfer.kernels.pdl import enabled, wait_then_release
+from polyinfer.kernels.pdl import enabled, launch_options, wait_then_release
 
 KNOBS: dict[str, list] = {
     "BLOCK": [16, 32, 64, 128],
@@ -163,13 +163,13 @@ def paged_decode_attention(
         LOG2E / math.sqrt(d), k_cache.shape[1], sliding_window or NO_WINDOW,
         GROUP=group, GROUP_PAD=max(16, group_pad) if USE_DOT else group_pad, HEAD_DIM=d,
         D_PAD=max(16, d_pad) if USE_DOT else d_pad, BLOCK=BLOCK, NUM_SPLITS=NUM_SPLITS, USE_DOT=bool(USE_DOT),
-        PDL=use_pdl, num_warps=num_warps, num_stages=num_stages, launch_pdl=use_pdl,
+        PDL=use_pdl, num_warps=num_warps, num_stages=num_stages, **launch_options(use_pdl),
     )  # fmt: skip
     if NUM_SPLITS > 1:
         _merge_splits_kernel[(b, h)](
             part, lse, out, out.stride(0), out.stride(1), h,
             HEAD_DIM=d, D_PAD=d_pad, NUM_SPLITS=NUM_SPLITS, S_PAD=triton.next_power_of_2(NUM_SPLITS),
-            PDL=use_pdl, launch_pdl=use_pdl,
+            PDL=use_pdl, **launch_options(use_pdl),
         )  # fmt: skip
     return out
 

@@ -24,6 +24,11 @@ def enabled(pdl: bool, like: torch.Tensor) -> bool:
     return pdl and like.is_cuda and torch.cuda.get_device_capability(like.device)[0] >= 9
 
 
+def launch_options(use: bool) -> dict[str, bool]:
+    """Launch keywords: none without PDL, so such launches are exactly what they were before it."""
+    return {"launch_pdl": True} if use else {}
+
+
 @triton.jit
 def wait_then_release(PDL: tl.constexpr):
     """Wait for the predecessor's writes, then let the successor start launching."""

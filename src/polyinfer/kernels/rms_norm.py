@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from polyinfer.kernels.pdl import enabled, wait_then_release
+from polyinfer.kernels.pdl import enabled, launch_options, wait_then_release
 
 KNOBS: dict[str, list] = {"BLOCK_N": [512, 1024, 2048, 4096, 8192], "num_warps": [1, 2, 4, 8, 16],
                           "pdl": [False, True]}
@@ -91,7 +91,7 @@ def rms_norm(
         x.stride(0), res.stride(0), out.stride(0), summed.stride(0),
         n, eps,
         HAS_RESIDUAL=residual is not None, BLOCK_N=block, NUM_CHUNKS=triton.cdiv(n, block), PDL=use_pdl,
-        num_warps=num_warps, launch_pdl=use_pdl,
+        num_warps=num_warps, **launch_options(use_pdl),
     )  # fmt: skip
     return out if residual is None else (out, summed)
 

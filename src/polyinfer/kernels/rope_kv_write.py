@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from polyinfer.kernels.pdl import enabled, wait_then_release
+from polyinfer.kernels.pdl import enabled, launch_options, wait_then_release
 
 KNOBS: dict[str, list] = {"BLOCK_H": [1, 2, 4, 8, 16], "num_warps": [1, 2, 4, 8], "pdl": [False, True]}
 
@@ -118,7 +118,7 @@ def rope_kv_write(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), q_out.stride(0), q_out.stride(1),
         h, hkv, k_cache.shape[1], eps,
         HALF=d // 2, HALF_PAD=triton.next_power_of_2(d // 2), BLOCK_H=BLOCK_H, HAS_NORM=has_norm,
-        PDL=use_pdl, num_warps=num_warps, launch_pdl=use_pdl,
+        PDL=use_pdl, num_warps=num_warps, **launch_options(use_pdl),
     )  # fmt: skip
     return q_out
 

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from polyinfer.kernels.pdl import enabled, wait_then_release
+from polyinfer.kernels.pdl import enabled, launch_options, wait_then_release
 
 KNOBS: dict[str, list] = {"BLOCK_N": [256, 512, 1024, 2048, 4096], "num_warps": [1, 2, 4, 8], "pdl": [False, True]}
 
@@ -36,7 +36,7 @@ def silu_mul(gate_up: torch.Tensor, *, BLOCK_N: int = 1024, num_warps: int = 4, 
     use_pdl = enabled(pdl, gate_up)
     _silu_mul_kernel[grid](
         gate_up, out, inter, gate_up.stride(0), out.stride(0), BLOCK_N=BLOCK_N, PDL=use_pdl,
-        num_warps=num_warps, launch_pdl=use_pdl,
+        num_warps=num_warps, **launch_options(use_pdl),
     )
     return out
 
