@@ -132,6 +132,7 @@ class BenchSession:
                     self.rounds,
                     self.margin,
                     self.seed,
+                    1 if self.config.device.startswith("cuda") else 0,  # first-use captures out of the rounds
                     timeout_s=self.timeout_s,
                 ),
                 self.rechecks,
