@@ -101,18 +101,20 @@ def ab_full(
     rounds: int = 3,
     margin: float = 0.01,
     seed: int = 0,
-    warmup_rounds: int = 0,
+    warmup_rounds: int | None = None,
     prepared: Sequence[Forward] | None = None,
 ) -> ABResult[ServingMetrics]:
     """Per round, one replay of `trace` under each, and the ratio of their output tok/s.
 
-    `warmup_rounds` replay the trace under each side untimed first: on a GPU, candidates capture CUDA
-    graphs and compile kernels on the first use of each shape, a one-time cost that would otherwise
-    land in the first timed round of whichever side has more of them. `prepared`: both sides'
-    forwards, where the caller has built them already."""
+    `warmup_rounds` replay the trace under each side untimed first (default: one on CUDA, none on a
+    CPU): on a GPU, candidates capture CUDA graphs and compile kernels on the first use of each shape,
+    a one-time cost that would otherwise land in the first timed round of whichever side has more of
+    them. `prepared`: both sides' forwards, where the caller has built them already."""
     sides = (incumbent, candidate)
     forwards = list(prepared) if prepared is not None else [engine.prepare(c)[0] for c in sides]
     order = random.Random(seed)
+    if warmup_rounds is None:
+        warmup_rounds = 1 if engine.device.type == "cuda" else 0
     for _ in range(warmup_rounds):
         for i in (0, 1):
             with _current(engine, sides[i], forwards[i]):

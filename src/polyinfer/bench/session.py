@@ -132,7 +132,6 @@ class BenchSession:
                     self.rounds,
                     self.margin,
                     self.seed,
-                    1 if self.config.device.startswith("cuda") else 0,  # first-use captures out of the rounds
                     timeout_s=self.timeout_s,
                 ),
                 self.rechecks,

@@ -93,10 +93,8 @@ def full(
     forward, _ = engine.prepare(candidate)
     t1 = time.perf_counter()
     prepared = (engine.prepare(incumbent)[0], forward)
-    # On CUDA, shapes seen first capture graphs and compile kernels: one untimed round takes that out.
-    warmup = 1 if engine.device.type == "cuda" else 0
     ab = compare.confirm(
         lambda: compare.ab_full(engine, incumbent, candidate, trace, ReplayOptions(), rounds=rounds, margin=margin,
-                                seed=seed, warmup_rounds=warmup, prepared=prepared)
+                                seed=seed, prepared=prepared)
     )
     return Outcome("full", ab, t1 - t0, time.perf_counter() - t1)
