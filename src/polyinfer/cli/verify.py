@@ -89,9 +89,7 @@ def show(report: Report, console: Console) -> None:
         highlight=False,
     )
     if report.logits_tolerance is not None:
-        floor = "" if report.noise_floor is None else (
-            f" (the reference's own {report.dtype} error against float32 is {report.noise_floor:.3g})")
-        console.print(f"logits tolerance {report.logits_tolerance:.3g}{floor}", highlight=False)
+        console.print(report.tolerance_line(), highlight=False, soft_wrap=True)
 
 
 # Numbers that restate the battery's settings or identities rather than what the check measured.

@@ -90,6 +90,12 @@ class Report:
                 return c
         raise KeyError(name)
 
+    def tolerance_line(self) -> str:
+        """The logits tolerance the checks used, and the noise floor it came from (half precision)."""
+        floor = (f" ({self.noise_floor:.3g} is the reference's own {self.dtype} error against float32)"
+                 if self.noise_floor is not None else "")
+        return f"logits tolerance: {self.logits_tolerance:.3g}{floor}"
+
     def to_json(self) -> str:
         value = {name: getattr(self, name) for name in Report.__dataclass_fields__}
         value["checks"] = [c.to_dict() for c in self.checks]
@@ -118,9 +124,7 @@ class Report:
             f"- seed: {self.seed}{' (exact mode: bit-identical to the reference)' if self.exact else ''}",
         ]
         if self.logits_tolerance is not None:
-            floor = (f" ({self.noise_floor:.3g} is the reference's own {self.dtype} error against float32)"
-                     if self.noise_floor is not None else "")
-            lines.append(f"- logits tolerance: {self.logits_tolerance:.3g}{floor}")
+            lines.append(f"- {self.tolerance_line()}")
         if self.speedup is not None:
             lines.append(f"- speedup that counts: {self.speedup:.3f}x")
         lines += ["", "| check | result | numbers | seed | seconds |", "| --- | --- | --- | --- | --- |"]
