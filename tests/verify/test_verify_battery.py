@@ -65,8 +65,12 @@ def test_speedup_claims_above_three_are_remeasured_and_reverified(tiny, fast, ca
     assert below.failed == ("integrity.speedup",) and "at least 3.2x" in below.check("integrity.speedup").reason
     # A narrow interval does not lower the bar below the agreement fraction of the claim.
     narrow = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, claimed_low=4.9,
-                              remeasure=lambda c: 3.5)
-    assert narrow.failed == ("integrity.speedup",)
+                              remeasure=lambda c: 3.2)
+    assert narrow.failed == ("integrity.speedup",) and "at least 3.33x" in narrow.check("integrity.speedup").reason
+    # Two measurements of one candidate in two worker processes may differ by a quarter: the lower counts.
+    drifted = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, claimed_low=4.9,
+                               remeasure=lambda c: 3.85)
+    assert drifted.passed and drifted.speedup == 3.85
 
     confirmed = verify_candidate(honest, tiny, fast, seed=4, claimed_speedup=5.0, remeasure=lambda c: 4.6)
     assert confirmed.passed and confirmed.speedup == 4.6

@@ -56,7 +56,10 @@ class BatteryConfig:
     exact: bool = False  # add the bit-identical check
     canary: bool = True  # also run the deliberately broken canary (off only when replaying one check)
     speedup_limit: float = 3.0  # claims above this are re-measured and re-verified
-    speedup_agreement: float = 0.8  # the re-measurement must reach this fraction of the claim
+    # The re-measurement must reach this fraction of the claim. Whole-tier ratios against a host-bound
+    # reference differ between worker processes by 20-25% on the H200 (29.7x, then 22.8x: 0.77), so
+    # 0.8 rejected honest winners; what counts is the lower of the two numbers either way.
+    speedup_agreement: float = 2 / 3
     timeout_s: float = 900.0  # the whole battery, when it runs in a worker process
 
     def __post_init__(self) -> None:
