@@ -71,6 +71,13 @@ def experiment(proc: EngineProcess, cand: Candidate, t0: float) -> dict:
             "swap_s": report.total_s, **numbers}
 
 
+def progress(path: str, done: int, total: int, row: dict) -> dict:
+    """Print one finished experiment (a long run shows where it is, and a cut-off run what it had)."""
+    what = f"build failed: {row['failed'][:60]}" if "failed" in row else f"ready in {row['ready_s']:.3f} s"
+    print(f"{path:>5} {done + 1:>3}/{total} {row['candidate']:<28} {row['seconds']:7.2f} s  {what}", flush=True)
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="llama-3.1-8b")
@@ -95,18 +102,21 @@ def main() -> None:
     spec = WorkerSpec(str(ckpt), config)
     mix = study_mix(args.mix, args.limit, args.skip_failed) if args.mix else candidates(args.device)
 
+    print(f"checkpoint {size / 1e9:.1f} GB saved in {save_s:.1f} s; {len(mix)} candidates", flush=True)
     fresh = []
     t_fresh = time.perf_counter()
     for cand in mix:
         t = time.perf_counter()
         with EngineProcess(spec) as proc:
-            fresh.append(experiment(proc, cand, t))
+            fresh.append(progress("fresh", len(fresh), len(mix), experiment(proc, cand, t)))
     fresh_total = time.perf_counter() - t_fresh
 
     t_swap = time.perf_counter()
     with EngineProcess(spec) as proc:
         start_s = time.perf_counter() - t_swap
-        swapped = [experiment(proc, cand, time.perf_counter()) for cand in mix]
+        swapped: list[dict] = []
+        for cand in mix:
+            swapped.append(progress("swap", len(swapped), len(mix), experiment(proc, cand, time.perf_counter())))
     swap_total = time.perf_counter() - t_swap
 
     # Time to first measurement and to readiness are over the experiments that measured something.
