@@ -7,7 +7,7 @@ verdicts hold on a busy machine; nothing here asserts an absolute speed.
 
 from __future__ import annotations
 
-from bench.workloads import sleepy, small_trace
+from bench.workloads import sleepy, slow_start, small_trace
 from polyinfer.bench.compare import ab_fast, ab_full, confirm
 from polyinfer.bench.fast_tier import measure
 from polyinfer.bench.replay import ReplayOptions
@@ -59,6 +59,18 @@ def test_speedup_above_three_is_measured_again(engine):
     kept = confirm(measure_once, rechecks=2)
     assert len(calls) == 3 and kept.comparison.remeasured == 2
     assert kept.comparison.median > 3 and kept.comparison.verdict is Verdict.FASTER
+
+
+def test_first_use_costs_land_in_the_warm_up_not_in_a_round(engine):
+    first = ab_fast(engine, REFERENCE, slow_start(300), PROFILE, rounds=2, **FAST)
+    assert first.warmup_s >= 0.3 and first.comparison.verdict is not Verdict.SLOWER
+    even = ab_fast(engine, REFERENCE, REFERENCE, PROFILE, rounds=2, **FAST)
+    assert even.warmup_s < 0.3
+    trace = small_trace(2, output_len=2)
+    full = ab_full(engine, REFERENCE, slow_start(300), trace, ReplayOptions(warmup_requests=0), rounds=2,
+                   warmup_rounds=1)
+    assert full.warmup_s >= 0.3
+    assert ab_full(engine, REFERENCE, REFERENCE, trace, rounds=2, warmup_rounds=0).warmup_s < 0.01
 
 
 def test_warmup_rounds_replay_each_side_untimed_first(engine, monkeypatch):

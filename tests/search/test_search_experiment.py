@@ -40,7 +40,7 @@ def test_each_side_is_built_once(builds):
     builds.clear()  # the engine built the reference to start on
     for cand in (fast, fast.with_knobs({"rope": "table"})):
         out = run(incumbent, cand)
-        assert out.swap_s > 0 and len(out.ab.comparison.ratios) == 2
+        assert out.swap_s > 0 and out.warmup_s > 0 and out.measure_s > 0 and len(out.ab.comparison.ratios) == 2
     assert builds[incumbent.label] == 1  # kept across the two experiments
     assert builds[fast.label] == 1 and builds[fast.with_knobs({"rope": "table"}).label] == 1
     # A new incumbent replaces the kept one.

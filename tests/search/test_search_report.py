@@ -32,7 +32,7 @@ def test_live_view_shows_the_ledger():
 
 def test_summary_and_plot_are_written(tmp_path):
     result = StudyResult("x", 3, "abc", "fast@2", 10.0, 12.5, 1.25, 1.2, 1.3, "faster", 60.0, 180.0, 0.9,
-                         0.8, 4.0, 55.2)
+                         0.8, 0.5, 4.0, 54.7)
     summary, plot = save(tmp_path / "study", result, ledger())
     assert json.loads(summary.read_text())["speedup"] == 1.25
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -56,7 +56,10 @@ def test_study_finds_promotes_and_reports_a_verified_speedup(tmp_path, trace):
     assert all("aten::" in p.text and "us/step" in p.text for p in profiles)
     ledger = loop.ledger
     assert ledger.experiments == 3 and 0 < ledger.busy_fraction <= 1
-    assert ledger.swap_s > 0 and ledger.measure_s > 0
+    assert ledger.swap_s > 0 and ledger.warmup_s > 0 and ledger.measure_s > 0
+    busy = sum(m.timings["swap_s"] + m.timings["warmup_s"] + m.timings["measure_s"]
+               for v in snap.candidates for m in board.measurements(loop.study.id, v.hash))
+    assert busy <= ledger.swap_s + ledger.warmup_s + ledger.measure_s + 1e-6  # the final A/B and profiles add
     assert all(v.state is not CandidateState.MEASURING for v in snap.candidates)
 
 
@@ -67,7 +70,7 @@ def test_promotion_lets_the_full_tier_judge_what_the_fast_tier_cannot_see():
     from polyinfer.search.study import promote
 
     def outcome(ratios: list[float]) -> Outcome:
-        return Outcome("fast", ABResult(summarize("a", "b", ratios, 0.02), None, None), 0.0, 0.0)
+        return Outcome("fast", ABResult(summarize("a", "b", ratios, 0.02), None, None), 0.0, 0.0, 0.0)
 
     same, faster, slower = outcome([1.0, 1.001, 0.999, 1.0]), outcome([1.5] * 4), outcome([0.5] * 4)
     incumbent = Candidate.builtin("fast", {"fuse_qkv": True})

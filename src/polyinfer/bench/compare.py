@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -32,17 +33,20 @@ M = TypeVar("M", FastTierResult, ServingMetrics)
 @dataclass(frozen=True, slots=True)
 class ABResult(Generic[M]):
     """The comparison, with each side's measurement (fast tier: pooled over rounds; full tier: the
-    round whose replay was the median for that side)."""
+    round whose replay was the median for that side), and the seconds of untimed warm-up before the
+    rounds (where first uses compile kernels and capture graphs)."""
 
     comparison: Comparison
     incumbent: M
     candidate: M
+    warmup_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "comparison": self.comparison.to_json(),
             "incumbent": self.incumbent.to_json(),
             "candidate": self.candidate.to_json(),
+            "warmup_s": self.warmup_s,
         }
 
 
@@ -71,6 +75,7 @@ def ab_fast(
     mixes = [ShapeMix.of(profile, Limits.of(engine, Serving.of(engine.config, c.knobs))) for c in sides]
     shapes = tuple(dict.fromkeys(s for m in mixes for s in m.shapes))
     forwards = list(prepared) if prepared is not None else [fast_tier.prepare_layers(engine, c) for c in sides]
+    warmup_s = fast_tier.warm(engine, forwards, shapes)
     pooled: list[Timings] = [{}, {}]
     order = random.Random(seed)
     ratios = []
@@ -89,7 +94,7 @@ def ab_fast(
             break
     results = [fast_tier.result(c, m, t, full_layers) for c, m, t in zip(sides, mixes, pooled, strict=True)]
     comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
-    return ABResult(comparison, results[0], results[1])
+    return ABResult(comparison, results[0], results[1], warmup_s)
 
 
 def ab_full(
@@ -115,10 +120,12 @@ def ab_full(
     order = random.Random(seed)
     if warmup_rounds is None:
         warmup_rounds = 1 if engine.device.type == "cuda" else 0
+    t0 = time.perf_counter()
     for _ in range(warmup_rounds):
         for i in (0, 1):
             with _current(engine, sides[i], forwards[i]):
                 replay(engine, trace, options)
+    warmup_s = time.perf_counter() - t0
     runs: list[list[ServingMetrics]] = [[], []]
     for _ in range(rounds):
         for i in order.sample([0, 1], 2):
@@ -127,7 +134,7 @@ def ab_full(
     ratios = [b.output_tok_s / a.output_tok_s for a, b in zip(*runs, strict=True)]
     comparison = summarize(incumbent.label, candidate.label, ratios, margin, seed=seed)
     median = [sorted(r, key=lambda m: m.output_tok_s)[len(r) // 2] for r in runs]
-    return ABResult(comparison, median[0], median[1])
+    return ABResult(comparison, median[0], median[1], warmup_s)
 
 
 @contextlib.contextmanager

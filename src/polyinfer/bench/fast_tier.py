@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +137,25 @@ def time_round(
         finally:
             for s in seqs:
                 engine.blocks.release(s)
+
+
+def warm(engine: Engine, forward_sets: Sequence[Mapping[int, Forward]], shapes: tuple[StepShape, ...]) -> float:
+    """Call every forward once at every shape, untimed, and return the seconds it took: where a
+    candidate compiles kernels or captures graphs on first use, that cost lands here, not in a round."""
+    t0 = time.perf_counter()
+    for shape in shapes:
+        batch, seqs = step_batch(engine, shape.batch_size, shape.context_len, shape.query_len)
+        try:
+            with torch.inference_mode():
+                for forwards in forward_sets:
+                    for forward in forwards.values():
+                        _sampled(forward, batch)
+        finally:
+            for s in seqs:
+                engine.blocks.release(s)
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize(engine.device)
+    return time.perf_counter() - t0
 
 
 def _sampled(forward: Forward, batch: Batch) -> torch.Tensor:

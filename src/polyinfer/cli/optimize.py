@@ -96,8 +96,8 @@ def optimize(
               f"[bold green]{result.speedup:.3f}x[/] (95% CI {result.ci_low:.3f}-{result.ci_high:.3f}, "
               f"{result.verdict}); {result.baseline_tok_s:.1f} -> {result.best_tok_s:.1f} output tok/s")
     out.print(f"{result.experiments} experiments in {result.elapsed_s:.0f} s ({result.experiments_per_hour:.0f}/h), "
-              f"device busy {100 * result.busy_fraction:.0f}% (swap {result.swap_s:.1f} s, measure "
-              f"{result.measure_s:.1f} s, idle {result.idle_s:.1f} s)")
+              f"device busy {100 * result.busy_fraction:.0f}% (swap {result.swap_s:.1f} s, warm-up/compile "
+              f"{result.warmup_s:.1f} s, measure {result.measure_s:.1f} s, idle {result.idle_s:.1f} s)")
     out.print(f"summary {summary}\nplot    {plot}\nposts   polyinfer board {config.name}")
     if artifact:
         verdict = "[green]passed[/]" if artifact["verified"] else "[red]FAILED[/] (it cannot be approved)"

@@ -21,8 +21,9 @@ class Ledger:
     budget_s: float
     started: float = field(default_factory=time.monotonic)
     entries: list[Entry] = field(default_factory=list)
-    swap_s: float = 0.0
-    measure_s: float = 0.0
+    swap_s: float = 0.0  # building candidates (and the time of builds that failed)
+    warmup_s: float = 0.0  # untimed first uses: kernel compiles, graph captures
+    measure_s: float = 0.0  # timed A/B rounds, and profiling
     best_speedup: float = 1.0  # versus the baseline, compounded along the incumbent chain
     best_curve: list[tuple[float, float]] = field(default_factory=lambda: [(0.0, 1.0)])
     incumbent: str = "reference"
@@ -51,19 +52,24 @@ class Ledger:
     def busy_fraction(self) -> float:
         """Of the search phase (the final A/B, measurement by construction, does not count)."""
         if self.search_s is None:
-            return min(1.0, (self.swap_s + self.measure_s) / max(self.elapsed_s, 1e-9))
+            return min(1.0, self.busy_s / max(self.elapsed_s, 1e-9))
         return min(1.0, self.search_busy_s / max(self.search_s, 1e-9))
 
+    @property
+    def busy_s(self) -> float:
+        return self.swap_s + self.warmup_s + self.measure_s
+
     def end_search(self) -> None:
-        self.search_s, self.search_busy_s = self.elapsed_s, self.swap_s + self.measure_s
+        self.search_s, self.search_busy_s = self.elapsed_s, self.busy_s
 
     @property
     def idle_s(self) -> float:
-        return max(0.0, self.elapsed_s - self.swap_s - self.measure_s)
+        return max(0.0, self.elapsed_s - self.busy_s)
 
-    def record(self, entry: Entry, swap_s: float = 0.0, measure_s: float = 0.0) -> None:
+    def record(self, entry: Entry, swap_s: float = 0.0, warmup_s: float = 0.0, measure_s: float = 0.0) -> None:
         self.entries.append(entry)
         self.swap_s += swap_s
+        self.warmup_s += warmup_s
         self.measure_s += measure_s
 
     def new_incumbent(self, label: str, speedup: float) -> None:

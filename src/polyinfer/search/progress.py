@@ -22,6 +22,7 @@ def render(ledger: Ledger, title: str) -> Panel:
     head.add_row(
         f"incumbent [cyan]{ledger.incumbent}[/]",
         f"swap {ledger.swap_s:.1f} s",
+        f"warm-up {ledger.warmup_s:.1f} s",
         f"measure {ledger.measure_s:.1f} s",
         f"idle {ledger.idle_s:.1f} s",
         f"resumed {ledger.resumed}" if ledger.resumed else "",

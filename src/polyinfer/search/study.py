@@ -50,6 +50,7 @@ class StudyResult:
     experiments_per_hour: float
     busy_fraction: float
     swap_s: float
+    warmup_s: float
     measure_s: float
     idle_s: float
 
@@ -158,6 +159,7 @@ class StudyLoop:
             timeout_s=c.experiment_timeout_s,
         )
         ledger.swap_s += out.swap_s
+        ledger.warmup_s += out.warmup_s
         ledger.measure_s += out.measure_s
         comparison = out.ab.comparison
         self.board.post(
@@ -184,6 +186,7 @@ class StudyLoop:
             ledger.per_hour,
             ledger.busy_fraction,
             ledger.swap_s,
+            ledger.warmup_s,
             ledger.measure_s,
             ledger.idle_s,
         )
@@ -247,7 +250,7 @@ class StudyLoop:
                 timeout_s=c.experiment_timeout_s,
             )
             self._record(cand, generator, out)
-            self.last_full_s = out.measure_s
+            self.last_full_s = out.warmup_s + out.measure_s
         except WorkerFailure as e:
             # The worker was busy until it failed (a broken build, a crash, a timeout): swap time.
             self._fail(cand, generator, str(e), "failed", busy_s=time.monotonic() - started)
@@ -298,7 +301,7 @@ class StudyLoop:
             ratio_to_incumbent=comparison.median,
             ci_low=comparison.ci_low,
             ci_high=comparison.ci_high,
-            timings={"swap_s": out.swap_s, "measure_s": out.measure_s},
+            timings={"swap_s": out.swap_s, "warmup_s": out.warmup_s, "measure_s": out.measure_s},
         )
         self.ledger.record(
             Entry(
@@ -310,6 +313,7 @@ class StudyLoop:
                 str(comparison.verdict),
             ),
             out.swap_s,
+            out.warmup_s,
             out.measure_s,
         )
 
