@@ -9,7 +9,8 @@ experiment is: get the candidate running, then one short measurement (median dec
 batch 1 and 8, 20 calls each). The fresh path starts a process, loads the checkpoint, builds and warms
 the candidate, measures, and exits; the swap path keeps one worker and only swaps. A candidate whose
 build fails (a real study's mix has them) ends its experiment there, on both paths. Same candidates,
-same device, one run.
+same device, one run, paired: each candidate's fresh experiment, then its swap, and the JSON rewritten
+after every pair (a run cut off by a time limit keeps the pairs it finished, with their ratios).
 """
 
 from __future__ import annotations
@@ -71,11 +72,31 @@ def experiment(proc: EngineProcess, cand: Candidate, t0: float) -> dict:
             "swap_s": report.total_s, **numbers}
 
 
-def progress(path: str, done: int, total: int, row: dict) -> dict:
-    """Print one finished experiment (a long run shows where it is, and a cut-off run what it had)."""
+def progress(path: str, done: int, total: int, row: dict) -> None:
+    """Print one finished experiment, so a long run shows where it is."""
     what = f"build failed: {row['failed'][:60]}" if "failed" in row else f"ready in {row['ready_s']:.3f} s"
     print(f"{path:>5} {done + 1:>3}/{total} {row['candidate']:<28} {row['seconds']:7.2f} s  {what}", flush=True)
-    return row
+
+
+def summarize(fresh: list[dict], swapped: list[dict], start_s: float) -> dict:
+    """The ratios over the pairs run so far. Fresh experiments count until their process has exited;
+    the swap path's total includes its worker's one start."""
+    fresh_total = sum(f["wall_s"] for f in fresh)
+    swap_total = start_s + sum(s["seconds"] for s in swapped)
+    n = len(fresh)
+    result: dict = {"pairs": n, "fresh_total_s": fresh_total, "swap_total_s": swap_total,
+                    "experiments_per_hour": {"fresh": 3600 * n / fresh_total, "swap": 3600 * n / swap_total,
+                                             "ratio": fresh_total / swap_total},
+                    "failed_builds": sum("failed" in s for s in swapped)}
+    # Time to first measurement and to readiness are over the experiments that measured something.
+    measured = [(f, s) for f, s in zip(fresh, swapped, strict=True) if "failed" not in f and "failed" not in s]
+    if measured:
+        first = [statistics.median(row["seconds"] for row in side) for side in zip(*measured, strict=True)]
+        ready = [statistics.median(row["ready_s"] for row in side) for side in zip(*measured, strict=True)]
+        result["time_to_first_measurement"] = {"fresh_s": first[0], "swap_s": first[1], "ratio": first[0] / first[1]}
+        # The part before measuring can start (fresh: process, checkpoint, build; swap path: the swap).
+        result["time_to_ready"] = {"fresh_s": ready[0], "swap_s": ready[1], "ratio": ready[0] / ready[1]}
+    return result
 
 
 def main() -> None:
@@ -88,7 +109,7 @@ def main() -> None:
     ap.add_argument("--mix", help="a real study's candidates: the output of `polyinfer status STUDY --json`")
     ap.add_argument("--limit", type=int, help="only the first N candidates of --mix")
     ap.add_argument("--skip-failed", action="store_true", help="leave out the candidates of --mix that failed")
-    ap.add_argument("--json-out")
+    ap.add_argument("--json-out", help="written after every pair of experiments, so a cut-off run keeps them")
     args = ap.parse_args()
     config = EngineConfig(device=args.device, dtype=args.dtype, kv_cache_tokens=args.kv_cache_tokens)
     root = Path(args.dir or tempfile.mkdtemp(prefix="polyinfer-ckpt-"))
@@ -101,46 +122,32 @@ def main() -> None:
     save_s = time.perf_counter() - t0
     spec = WorkerSpec(str(ckpt), config)
     mix = study_mix(args.mix, args.limit, args.skip_failed) if args.mix else candidates(args.device)
-
+    head = {"model": args.model, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+            "dtype": args.dtype, "torch": torch.__version__, "weights_bytes": size, "save_s": save_s,
+            "candidates": len(mix)}
     print(f"checkpoint {size / 1e9:.1f} GB saved in {save_s:.1f} s; {len(mix)} candidates", flush=True)
-    fresh = []
-    t_fresh = time.perf_counter()
-    for cand in mix:
-        t = time.perf_counter()
-        with EngineProcess(spec) as proc:
-            fresh.append(progress("fresh", len(fresh), len(mix), experiment(proc, cand, t)))
-    fresh_total = time.perf_counter() - t_fresh
 
-    t_swap = time.perf_counter()
-    with EngineProcess(spec) as proc:
-        start_s = time.perf_counter() - t_swap
-        swapped: list[dict] = []
+    # Paired per candidate: a fresh process runs the experiment, then the persistent worker does.
+    fresh: list[dict] = []
+    swapped: list[dict] = []
+    t_start = time.perf_counter()
+    with EngineProcess(spec) as worker:
+        start_s = time.perf_counter() - t_start
         for cand in mix:
-            swapped.append(progress("swap", len(swapped), len(mix), experiment(proc, cand, time.perf_counter())))
-    swap_total = time.perf_counter() - t_swap
-
-    # Time to first measurement and to readiness are over the experiments that measured something.
-    measured = [(f, s) for f, s in zip(fresh, swapped, strict=True) if "failed" not in f and "failed" not in s]
-    if not measured:
+            t = time.perf_counter()
+            with EngineProcess(spec) as proc:
+                row = experiment(proc, cand, t)
+            fresh.append({**row, "wall_s": time.perf_counter() - t})  # until the process has exited
+            progress("fresh", len(fresh) - 1, len(mix), row)
+            swapped.append(experiment(worker, cand, time.perf_counter()))
+            progress("swap", len(swapped) - 1, len(mix), swapped[-1])
+            result = {**head, "fresh": fresh, "swap": swapped, "swap_worker_start_s": start_s,
+                      **summarize(fresh, swapped, start_s)}
+            if args.json_out:
+                Path(args.json_out).write_text(json.dumps(result, indent=2))
+    if "time_to_first_measurement" not in result:
         raise SystemExit("no candidate of the mix built; nothing was measured")
-    first_fresh = statistics.median(f["seconds"] for f, _ in measured)
-    first_swap = statistics.median(s["seconds"] for _, s in measured)
-    ready_fresh = statistics.median(f["ready_s"] for f, _ in measured)
-    ready_swap = statistics.median(s["ready_s"] for _, s in measured)
-    result = {
-        "model": args.model, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "dtype": args.dtype, "torch": torch.__version__, "weights_bytes": size, "save_s": save_s,
-        "fresh": fresh, "swap": swapped, "swap_worker_start_s": start_s,
-        "fresh_total_s": fresh_total, "swap_total_s": swap_total,
-        "time_to_first_measurement": {"fresh_s": first_fresh, "swap_s": first_swap,
-                                      "ratio": first_fresh / first_swap},
-        # The part before measuring can start (fresh: process, checkpoint, build; swap path: the swap).
-        "time_to_ready": {"fresh_s": ready_fresh, "swap_s": ready_swap, "ratio": ready_fresh / ready_swap},
-        "experiments_per_hour": {"fresh": 3600 * len(mix) / fresh_total, "swap": 3600 * len(mix) / swap_total,
-                                 "ratio": fresh_total / swap_total},
-        "failed_builds": sum("failed" in s for s in swapped),
-    }
-    print(f"\n{result['device']} {args.model} {args.dtype} ({size / 1e9:.1f} GB checkpoint, saved in {save_s:.1f} s)")
+    print(f"\n{head['device']} {args.model} {args.dtype} ({size / 1e9:.1f} GB checkpoint, saved in {save_s:.1f} s)")
     print(f"{'candidate':<28} {'fresh s':>8} {'swap s':>8} {'b1 ms fresh/swap':>18} {'b8 ms fresh/swap':>18}")
     for f, s in zip(fresh, swapped, strict=True):
         steps = ("build failed" if "failed" in f or "failed" in s else
@@ -155,8 +162,6 @@ def main() -> None:
           f"-> {ready['ratio']:.0f}x")
     print(f"experiments per hour (incl. the swap worker's one start; {result['failed_builds']} of {len(mix)} builds "
           f"failed): fresh {eph['fresh']:.0f}, swap {eph['swap']:.0f} -> {eph['ratio']:.1f}x")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":
