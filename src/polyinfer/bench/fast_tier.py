@@ -26,7 +26,7 @@ import torch
 
 from polyinfer.bench.score import Prediction, predict
 from polyinfer.bench.shapes import Limits, ShapeMix, StepShape
-from polyinfer.bench.steps import step_batch
+from polyinfer.bench.steps import held_batch
 from polyinfer.bench.timer import time_calls
 from polyinfer.engine.batch import Batch
 from polyinfer.engine.candidate import Candidate, Forward, SwapContext, import_candidate
@@ -126,17 +126,13 @@ def time_round(
     """One round: every shape, and at each shape every set of forwards (one set per candidate, keyed
     by layer count) back to back on the same batch; set i's calls are appended to `into[i]`."""
     for shape in shapes:
-        batch, seqs = step_batch(engine, shape.batch_size, shape.context_len, shape.query_len)
-        try:
-            with torch.inference_mode():
-                for forwards, timings in zip(forward_sets, into, strict=True):
-                    for n, forward in forwards.items():
-                        sampled = functools.partial(_sampled, forward, batch)
-                        seconds = time_calls(sampled, engine.device, reps, warmup)
-                        timings.setdefault((shape, n), []).extend(seconds)
-        finally:
-            for s in seqs:
-                engine.blocks.release(s)
+        with held_batch(engine, shape.batch_size, shape.context_len, shape.query_len) as batch, \
+                torch.inference_mode():
+            for forwards, timings in zip(forward_sets, into, strict=True):
+                for n, forward in forwards.items():
+                    sampled = functools.partial(_sampled, forward, batch)
+                    seconds = time_calls(sampled, engine.device, reps, warmup)
+                    timings.setdefault((shape, n), []).extend(seconds)
 
 
 def warm(engine: Engine, forward_sets: Sequence[Mapping[int, Forward]], shapes: tuple[StepShape, ...]) -> float:
@@ -144,15 +140,11 @@ def warm(engine: Engine, forward_sets: Sequence[Mapping[int, Forward]], shapes: 
     candidate compiles kernels or captures graphs on first use, that cost lands here, not in a round."""
     t0 = time.perf_counter()
     for shape in shapes:
-        batch, seqs = step_batch(engine, shape.batch_size, shape.context_len, shape.query_len)
-        try:
-            with torch.inference_mode():
-                for forwards in forward_sets:
-                    for forward in forwards.values():
-                        _sampled(forward, batch)
-        finally:
-            for s in seqs:
-                engine.blocks.release(s)
+        with held_batch(engine, shape.batch_size, shape.context_len, shape.query_len) as batch, \
+                torch.inference_mode():
+            for forwards in forward_sets:
+                for forward in forwards.values():
+                    _sampled(forward, batch)
     if engine.device.type == "cuda":
         torch.cuda.synchronize(engine.device)
     return time.perf_counter() - t0

@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from polyinfer.bench.shapes import Limits, Phase, ShapeMix
-from polyinfer.bench.steps import step_batch
+from polyinfer.bench.steps import held_batch
 from polyinfer.bench.timer import time_calls
 from polyinfer.engine.candidate import Candidate
 from polyinfer.engine.engine import Engine
@@ -91,20 +91,15 @@ def profile_step(engine: Engine, candidate: Candidate, batch_size: int, context_
                  calls: int = 5) -> OpProfile:
     """Profile `candidate` (prepared beside the current forward, not swapped in) on one decode batch."""
     forward, _ = engine.prepare(candidate)
-    batch, seqs = step_batch(engine, batch_size, context_len, 1)
     cuda = engine.device.type == "cuda"
-    try:
-        with torch.inference_mode():
-            step_s = statistics.median(time_calls(lambda: argmax(forward(batch)), engine.device, 5, 2))
-            activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
-            with native_stderr_muted(), torch.profiler.profile(activities=[activity]) as prof:
-                for _ in range(calls):
-                    argmax(forward(batch))
-                if cuda:
-                    torch.cuda.synchronize(engine.device)
-    finally:
-        for s in seqs:
-            engine.blocks.release(s)
+    with held_batch(engine, batch_size, context_len, 1) as batch, torch.inference_mode():
+        step_s = statistics.median(time_calls(lambda: argmax(forward(batch)), engine.device, 5, 2))
+        activity = ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU
+        with native_stderr_muted(), torch.profiler.profile(activities=[activity]) as prof:
+            for _ in range(calls):
+                argmax(forward(batch))
+            if cuda:
+                torch.cuda.synchronize(engine.device)
     ops = []
     for e in prof.key_averages():
         us = (e.self_device_time_total if cuda else e.self_cpu_time_total) / calls

@@ -3,8 +3,10 @@ decode steps through the whole engine (scheduler, batch building, sampling inclu
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -63,19 +65,25 @@ def step_batch(
     return batch, seqs
 
 
+@contextlib.contextmanager
+def held_batch(engine: Engine, batch_size: int, context_len: int, query_len: int) -> Iterator[Batch]:
+    """`step_batch`'s batch, its KV blocks given back to the pool on exit."""
+    batch, seqs = step_batch(engine, batch_size, context_len, query_len)
+    try:
+        yield batch
+    finally:
+        for s in seqs:
+            engine.blocks.release(s)
+
+
 def time_step(
     engine: Engine, batch_size: int, context_len: int, query_len: int = 1, reps: int = 30, warmup: int = 5
 ) -> StepTiming:
     """Time the forward pass alone (plus greedy argmax) at one batch shape."""
-    batch, seqs = step_batch(engine, batch_size, context_len, query_len)
     forward = engine.forward
     assert forward is not None
-    try:
-        with torch.inference_mode():
-            seconds = time_calls(lambda: argmax(forward(batch)), engine.device, reps, warmup)
-    finally:
-        for s in seqs:
-            engine.blocks.release(s)
+    with held_batch(engine, batch_size, context_len, query_len) as batch, torch.inference_mode():
+        seconds = time_calls(lambda: argmax(forward(batch)), engine.device, reps, warmup)
     kind = "decode" if query_len == 1 else "prefill"
     return StepTiming(kind, batch_size, context_len, batch_size * query_len, tuple(seconds))
 
@@ -124,16 +132,11 @@ def check_logits(engine: Engine, candidate: Candidate, batch_size: int, context_
     A quick screen for benchmarks that sweep candidates; the verification battery is the real test.
     """
     other, _ = engine.prepare(candidate)
-    batch, seqs = step_batch(engine, batch_size, context_len, query_len)
     current = engine.forward
     assert current is not None
-    try:
-        with torch.inference_mode():
-            want = current(batch).float()
-            got = other(batch).float()
-    finally:
-        for s in seqs:
-            engine.blocks.release(s)
+    with held_batch(engine, batch_size, context_len, query_len) as batch, torch.inference_mode():
+        want = current(batch).float()
+        got = other(batch).float()
     diff = got - want
     return LogitsCheck("decode" if query_len == 1 else "prefill", batch_size,
                        float(diff.norm() / want.norm()), float(diff.abs().max()),
