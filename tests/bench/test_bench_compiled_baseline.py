@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+import benchmark_scripts
 from polyinfer.engine.config import EngineConfig
 from polyinfer.engine.engine import Engine
 from polyinfer.engine.sequence import SamplingParams
@@ -19,18 +17,7 @@ from polyinfer.verify.run import run
 PROMPT_LEN, STEPS = 12, 8
 
 
-def _import_baseline():
-    # benchmarks/ is not a package; the module is registered so that its classes resolve their own names.
-    path = Path(__file__).parents[2] / "benchmarks" / "compiled_baseline.py"
-    spec = importlib.util.spec_from_file_location("compiled_baseline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cb = _import_baseline()
+cb = benchmark_scripts.load("compiled_baseline")
 
 
 def engine_greedy(loaded: LoadedModel, prompt: torch.Tensor, n: int) -> list[list[int]]:

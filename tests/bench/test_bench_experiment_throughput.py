@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-
-def _import_script():
-    path = Path(__file__).parents[2] / "benchmarks" / "experiment_throughput.py"
-    spec = importlib.util.spec_from_file_location("experiment_throughput", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+import benchmark_scripts
 
 
 def test_ratios_count_the_worker_start_and_failed_builds_but_time_only_what_measured():
-    et = _import_script()
+    et = benchmark_scripts.load("experiment_throughput")
     fresh = [{"candidate": "a", "seconds": 8.0, "ready_s": 7.0, "wall_s": 8.5},
              {"candidate": "b", "seconds": 6.0, "failed": "boom", "wall_s": 6.5},
              {"candidate": "c", "seconds": 10.0, "ready_s": 7.5, "wall_s": 10.5}]
@@ -38,7 +26,7 @@ def test_ratios_count_the_worker_start_and_failed_builds_but_time_only_what_meas
 
 
 def test_a_mix_of_only_failed_builds_has_no_time_to_measure():
-    et = _import_script()
+    et = benchmark_scripts.load("experiment_throughput")
     r = et.summarize([{"candidate": "b", "seconds": 6.0, "failed": "x", "wall_s": 6.1}],
                      [{"candidate": "b", "seconds": 0.1, "failed": "x"}], start_s=4.0)
     assert "time_to_first_measurement" not in r and r["failed_builds"] == 1

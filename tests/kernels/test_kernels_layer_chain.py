@@ -3,26 +3,15 @@ projections computes, whichever GEMV tiles the sweep tries."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import torch
 
-
-def _import_chain():
-    path = Path(__file__).parents[2] / "benchmarks" / "layer_chain.py"
-    spec = importlib.util.spec_from_file_location("layer_chain", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+import benchmark_scripts
 
 
 def test_the_triton_chain_matches_the_cublas_chain(device, dtype, seed, check):
-    lc = _import_chain()
+    lc = benchmark_scripts.load("layer_chain")
     chain = lc.Chain("tiny-llama", 40, dtype, torch.device(device), seed)
     want = chain.step(dict.fromkeys(lc.PROJECTIONS), pdl=False)
     assert want.shape == (1, chain.spec.vocab_size) and torch.isfinite(want).all()
@@ -32,7 +21,7 @@ def test_the_triton_chain_matches_the_cublas_chain(device, dtype, seed, check):
 
 
 def test_the_sweep_offers_only_tiles_that_fit_the_row():
-    lc = _import_chain()
+    lc = benchmark_scripts.load("layer_chain")
     points = lc.candidates(2048, 5, random.Random(0))
     assert len(points) == 10
     assert all(p["BLOCK_K"] * p["SPLIT_K"] <= 2048 for p in points)
