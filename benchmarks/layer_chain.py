@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from polyinfer.bench.timer import time_calls
+from polyinfer.candidates.blocks.ops import Linear
 from polyinfer.kernels import gemv, paged_decode_attention, rms_norm, rope_kv_write, silu_mul
 from polyinfer.models.presets import preset_spec
 
@@ -155,20 +156,12 @@ def measure(
 
 
 def default_tiles(chain: Chain) -> dict[str, dict]:
-    """The family's Linear: 32x256 tiles, K split until there are two programs per multiprocessor."""
-    sms = (
-        torch.cuda.get_device_properties(chain.device).multi_processor_count
-        if chain.device.type == "cuda"
-        else 2
-    )
-    tiles = {}
-    for name in PROJECTIONS:
-        n, k = chain.layers[0][name].shape
-        split = 1
-        while -(-n // 32) * split < 2 * sms and split < 8 and k >= 4 * split * 256:
-            split *= 2
-        tiles[name] = {"BLOCK_N": 32, "BLOCK_K": 256, "SPLIT_K": split}
-    return tiles
+    """The `fast` family's Triton projections: 32x256 tiles, K split as its `Linear` splits it."""
+    linear = Linear("triton", 32, 256, chain.device)
+    return {
+        name: {"BLOCK_N": 32, "BLOCK_K": 256, "SPLIT_K": linear.split_k(*chain.layers[0][name].shape)}
+        for name in PROJECTIONS
+    }
 
 
 def candidates(k: int, configs: int, rng: random.Random) -> list[dict]:
