@@ -152,11 +152,13 @@ def _current(engine: Engine, candidate: Candidate, forward: Forward) -> Iterator
 
 def confirm(measure: Callable[[], ABResult[M]], rechecks: int = 2) -> ABResult[M]:
     """Run `measure`; when it reports a suspicious speedup, run it `rechecks` more times and keep the
-    most conservative result (the lowest median ratio), marked with how often it was re-measured."""
+    most conservative result (the lowest median ratio), marked with how often it was re-measured and
+    carrying the warm-up seconds of every run."""
     first = measure()
     if not first.comparison.needs_remeasure:
         return first
     results = [first]
     results.extend(measure() for _ in range(rechecks))
     kept = min(results, key=lambda r: r.comparison.median)
-    return dataclasses.replace(kept, comparison=dataclasses.replace(kept.comparison, remeasured=rechecks))
+    return dataclasses.replace(kept, comparison=dataclasses.replace(kept.comparison, remeasured=rechecks),
+                               warmup_s=sum(r.warmup_s for r in results))

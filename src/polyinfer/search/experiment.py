@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +49,7 @@ def fast(
     forwards = fast_tier.prepare_layers(engine, candidate)  # fails fast on a broken build: the swap cost
     t1 = time.perf_counter()
     prepared = (_prepared_incumbent(engine, incumbent), forwards)
-    ab, warmup_s = _confirmed(
+    ab = compare.confirm(
         lambda: compare.ab_fast(
             engine,
             incumbent,
@@ -65,20 +64,7 @@ def fast(
             prepared=prepared,
         )
     )
-    return Outcome("fast", ab, t1 - t0, warmup_s, time.perf_counter() - t1 - warmup_s)
-
-
-def _confirmed(measure: Callable[[], compare.ABResult]) -> tuple[compare.ABResult, float]:
-    """`compare.confirm(measure)`, and the warm-up seconds of every A/B it ran (a suspicious speedup is
-    measured again, and each run warms up)."""
-    warmups: list[float] = []
-
-    def counted() -> compare.ABResult:
-        ab = measure()
-        warmups.append(ab.warmup_s)
-        return ab
-
-    return compare.confirm(counted), sum(warmups)
+    return Outcome("fast", ab, t1 - t0, ab.warmup_s, time.perf_counter() - t1 - ab.warmup_s)
 
 
 # Per engine (the worker has one): the incumbent's fast-tier forwards, kept across experiments, since
@@ -108,8 +94,8 @@ def full(
     forward, _ = engine.prepare(candidate)
     t1 = time.perf_counter()
     prepared = (engine.prepare(incumbent)[0], forward)
-    ab, warmup_s = _confirmed(
+    ab = compare.confirm(
         lambda: compare.ab_full(engine, incumbent, candidate, trace, ReplayOptions(), rounds=rounds, margin=margin,
                                 seed=seed, prepared=prepared)
     )
-    return Outcome("full", ab, t1 - t0, warmup_s, time.perf_counter() - t1 - warmup_s)
+    return Outcome("full", ab, t1 - t0, ab.warmup_s, time.perf_counter() - t1 - ab.warmup_s)
